@@ -1,0 +1,29 @@
+"""converter: Core ML NeuralNetwork, MIL programs and WebNN through one SSA IR.
+
+Public API:
+    load(path) -> Program            read a model (.mlmodel / .mlpackage)
+    save(program, path, target=...)  write a model
+    convert(src, to=..., out=...)    load + convert + save in one call
+    run(program, feeds) -> outputs   the reference interpreter
+"""
+
+from __future__ import annotations
+
+from .errors import ConverterError, FormatError, UnsupportedError
+from .ir.core import Block, Function, Op, Program, Value
+from .ir.interpreter import run
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Block",
+    "ConverterError",
+    "FormatError",
+    "Function",
+    "Op",
+    "Program",
+    "UnsupportedError",
+    "Value",
+    "__version__",
+    "run",
+]

@@ -1,0 +1,185 @@
+"""Reference executor: runs any Program with the numpy kernels of the op registry.
+
+Every failure is reported as an EvaluationError naming the function, the op (name and type) and the
+shapes of its inputs, in the spirit of torch.fx's interpreter.
+"""
+
+from __future__ import annotations
+
+import zlib
+from typing import Any, Mapping, Sequence
+
+import numpy as np
+
+from ..errors import ConverterError, EvaluationError
+from .core import Block, Function, Op, Program, Value
+from .opdef import EvalArgs
+from .runtime import ListValue, StateCell
+from .types import (
+    DictType,
+    ListType,
+    StateType,
+    Symbol,
+    TensorType,
+    TupleType,
+    Type,
+    is_static_dim,
+)
+
+
+def describe_runtime(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"{v.dtype}{list(v.shape)}"
+    if isinstance(v, ListValue):
+        return f"list[{len(v.items)}]"
+    if isinstance(v, StateCell):
+        return f"state({describe_runtime(v.value)})"
+    if isinstance(v, tuple):
+        return "(" + ", ".join(describe_runtime(x) for x in v) + ")"
+    return type(v).__name__
+
+
+def _conforms(value: Any, t: Type, bindings: dict[str, int] | None = None) -> str | None:
+    """None if a run-time value fits a declared type, else the reason."""
+    if isinstance(t, TensorType):
+        if not isinstance(value, np.ndarray):
+            return f"expected a tensor, got {type(value).__name__}"
+        want = t.dtype.storage
+        if t.dtype.name == "string":
+            if value.dtype.kind not in ("U", "S", "O"):
+                return f"expected strings, got {value.dtype}"
+        elif value.dtype != want:
+            return f"expected dtype {t.dtype.name} ({want}), got {value.dtype}"
+        if t.shape is None:
+            return None
+        if value.ndim != len(t.shape):
+            return f"expected rank {len(t.shape)} {list(t.shape)}, got shape {list(value.shape)}"
+        for d, n in zip(t.shape, value.shape):
+            if is_static_dim(d):
+                if int(d) != n:
+                    return f"expected shape {[str(x) for x in t.shape]}, got {list(value.shape)}"
+            elif bindings is not None:
+                assert isinstance(d, Symbol)
+                bound = bindings.setdefault(d.name, n)
+                if bound != n:
+                    return f"dimension {d.name} is {bound} elsewhere but {n} here"
+                if n < d.lower or (d.upper is not None and n > d.upper) or (d.choices and n not in d.choices):
+                    return f"dimension {d.name} = {n} is outside its allowed sizes"
+        return None
+    if isinstance(t, ListType):
+        return None if isinstance(value, ListValue) else f"expected a list, got {type(value).__name__}"
+    if isinstance(t, StateType):
+        return None if isinstance(value, StateCell) else f"expected a state, got {type(value).__name__}"
+    if isinstance(t, TupleType):
+        if not isinstance(value, tuple) or len(value) != len(t.types):
+            return "expected a tuple"
+        return None
+    if isinstance(t, DictType):
+        return None if isinstance(value, dict) else "expected a dict"
+    return None
+
+
+class Interpreter:
+    """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own."""
+
+    def __init__(self, program: Program, *, seed: int = 0) -> None:
+        self.program = program
+        self.seed = seed
+
+    # -- public ----------------------------------------------------------------------------------
+
+    def run(self, feeds: Mapping[str, Any], function: str | None = None) -> dict[str, Any]:
+        fn = self.program.functions[function or self.program.default_function]
+        args = self._bind_inputs(fn, feeds)
+        outs = self.run_block(fn.block, args, {})
+        return {v.name: val for v, val in zip(fn.outputs, outs)}
+
+    def run_block(self, block: Block, inputs: Sequence[Any], env: dict[Value, Any]) -> list[Any]:
+        """Run a block with its inputs bound to ``inputs``; outer values are read from ``env``."""
+        if len(inputs) != len(block.inputs):
+            raise EvaluationError(f"block expects {len(block.inputs)} inputs, got {len(inputs)}")
+        for v, x in zip(block.inputs, inputs):
+            env[v] = x
+        for op in block.ops:
+            self._run_op(op, env)
+        return [env[v] for v in block.outputs]
+
+    def rng(self, op: Op, seed: int | None) -> np.random.Generator:
+        if seed is not None and int(seed) >= 0:
+            return np.random.default_rng(int(seed))
+        return np.random.default_rng([self.seed, zlib.crc32(op.name.encode())])
+
+    # -- internals -------------------------------------------------------------------------------
+
+    def _bind_inputs(self, fn: Function, feeds: Mapping[str, Any]) -> list[Any]:
+        missing = [v.name for v in fn.inputs if v.name not in feeds]
+        if missing:
+            raise EvaluationError(f"missing inputs: {', '.join(missing)}", function=fn.name)
+        unknown = sorted(set(feeds) - {v.name for v in fn.inputs})
+        if unknown:
+            raise EvaluationError(
+                f"unknown inputs: {', '.join(unknown)} (expected {', '.join(v.name for v in fn.inputs)})",
+                function=fn.name,
+            )
+        bindings: dict[str, int] = {}
+        out = []
+        for v in fn.inputs:
+            x = feeds[v.name]
+            t = v.type
+            if isinstance(t, StateType):
+                cell = x if isinstance(x, StateCell) else StateCell(np.array(x, dtype=t.wrapped.dtype.storage))
+                out.append(cell)
+                continue
+            if isinstance(t, TensorType):
+                x = np.asarray(x)
+                if t.dtype.name != "string" and x.dtype != t.dtype.storage:
+                    if x.dtype.kind not in "biuf":
+                        raise EvaluationError(
+                            f"input '{v.name}': cannot use {x.dtype} data for a {t.dtype.name} input", function=fn.name
+                        )
+                    x = x.astype(t.dtype.storage)
+            why = _conforms(x, t, bindings)
+            if why:
+                raise EvaluationError(f"input '{v.name}': {why}", function=fn.name)
+            out.append(x)
+        return out
+
+    def _run_op(self, op: Op, env: dict[Value, Any]) -> None:
+        opdef = op.opdef
+        try:
+            if opdef is None:
+                raise EvaluationError("op has no definition")
+            results = opdef.evaluate(EvalArgs(opdef, op, env, self))
+            if len(results) != len(op.outputs):
+                raise EvaluationError(f"kernel returned {len(results)} values for {len(op.outputs)} outputs")
+            for v, r in zip(op.outputs, results):
+                if isinstance(v.type, TensorType) and not isinstance(r, np.ndarray):
+                    r = np.asarray(r)
+                why = _conforms(r, v.type)
+                if why:
+                    raise EvaluationError(f"output '{v.name}': {why}")
+                env[v] = r
+        except ConverterError as e:
+            if isinstance(e, EvaluationError) and e.op is not None:
+                raise  # already located (nested block)
+            raise EvaluationError(
+                f"{e.message}; inputs: {self._describe_inputs(op, env)}", **op.location()
+            ) from e
+        except Exception as e:  # noqa: BLE001 - any kernel failure becomes a located error
+            raise EvaluationError(
+                f"{type(e).__name__}: {e}; inputs: {self._describe_inputs(op, env)}", **op.location()
+            ) from e
+
+    @staticmethod
+    def _describe_inputs(op: Op, env: dict[Value, Any]) -> str:
+        parts = []
+        for key, arg in op.inputs.items():
+            vals = arg if isinstance(arg, tuple) else (arg,)
+            shown = ", ".join(describe_runtime(env[v]) if v in env else "?" for v in vals)
+            parts.append(f"{key}={shown}")
+        return ", ".join(parts) or "none"
+
+
+def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
+    """Run ``program`` on ``feeds`` ({input name: array}) and return {output name: array}."""
+    return Interpreter(program, seed=seed).run(feeds, function)

@@ -1,0 +1,442 @@
+"""Op definitions: one class per op type holding type inference and a numpy reference kernel.
+
+Signatures (parameter names, kinds, dtypes, constness and literal defaults, per opset) are data:
+``ops/signatures.json``, generated from the MIL op reference by ``tools/gen_op_signatures.py``.
+The class adds what data cannot say: ``infer()`` (output types), ``evaluate()`` (the executable
+spec) and expression defaults (``default_<name>`` methods). Constant folding, the interpreter,
+the verifier and the builder all use this one definition.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from ..errors import TypeInferenceError, UnsupportedError
+from .types import (
+    DTYPES,
+    DType,
+    ListType,
+    StateType,
+    Symbol,
+    TensorType,
+    TupleType,
+    Type,
+    fresh_symbol,
+)
+
+if TYPE_CHECKING:
+    from .core import Block, Op, Value
+
+OPSETS: tuple[str, ...] = ("iOS15", "iOS16", "iOS17", "iOS18")
+# MIL opset names as written in Function.opset of a Program proto.
+OPSET_TO_MIL = {"iOS15": "CoreML5", "iOS16": "CoreML6", "iOS17": "CoreML7", "iOS18": "CoreML8"}
+MIL_TO_OPSET = {v: k for k, v in OPSET_TO_MIL.items()}
+# Spec version of a model whose program uses this opset.
+OPSET_TO_SPEC_VERSION = {"iOS15": 6, "iOS16": 7, "iOS17": 8, "iOS18": 9}
+
+
+def opset_index(opset: str) -> int:
+    try:
+        return OPSETS.index(opset)
+    except ValueError:
+        raise UnsupportedError(f"unknown opset '{opset}' (known: {', '.join(OPSETS)})") from None
+
+
+class _NoDefault:
+    def __repr__(self) -> str:
+        return "NO_DEFAULT"
+
+
+NO_DEFAULT: Any = _NoDefault()
+
+
+@dataclass(frozen=True)
+class Expr:
+    """A default computed from other inputs (e.g. ``[1]*num_spatial_dims``); the op supplies it."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class InputSpec:
+    name: str
+    kind: str  # tensor | tuple | list | internal | block | any | state
+    optional: bool
+    const: bool
+    types: tuple[str, ...] | None = None
+    domain: str | None = None
+    default: Any = NO_DEFAULT
+
+    @property
+    def is_value(self) -> bool:
+        """Whether this parameter is bound to IR values (not a block or an internal attribute)."""
+        return self.kind not in ("internal", "block")
+
+
+@dataclass(frozen=True)
+class Signature:
+    op: str
+    opset: str
+    since: str  # the opset where this version of the op first appears
+    defined_in: str
+    inputs: dict[str, InputSpec]
+    type_domains: dict[str, tuple[str, ...]]
+
+    def value_inputs(self) -> list[InputSpec]:
+        return [s for s in self.inputs.values() if s.is_value]
+
+
+def _spec_from_json(rec: dict) -> InputSpec:
+    default = rec.get("default", NO_DEFAULT)
+    if isinstance(default, dict) and "expr" in default:
+        default = Expr(default["expr"])
+    return InputSpec(
+        name=rec["name"],
+        kind=rec["kind"],
+        optional=rec["optional"],
+        const=rec["const"],
+        types=tuple(rec["types"]) if "types" in rec else None,
+        domain=rec.get("domain"),
+        default=default,
+    )
+
+
+_SIGNATURE_FILE = Path(__file__).with_name("ops") / "signatures.json"
+_RAW_SIGNATURES: dict[str, list[dict]] = json.loads(_SIGNATURE_FILE.read_text())["ops"]
+
+
+# ---------------------------------------------------------------------------------------------
+# Argument views handed to infer() and evaluate()
+
+
+class _Args:
+    """Common access to an op's parameters, with defaults from the signature."""
+
+    def __init__(self, opdef: "OpDef", op: "Op") -> None:
+        self.opdef = opdef
+        self.op = op
+        self.opset = opdef.opset
+
+    def has(self, name: str) -> bool:
+        return name in self.op.inputs
+
+    def spec(self, name: str) -> InputSpec:
+        return self.opdef.signature.inputs[name]
+
+    def fail(self, message: str) -> "TypeInferenceError":
+        """Build (for ``raise``) an error naming the op."""
+        return TypeInferenceError(message, **self.op.location())
+
+    def type(self, name: str) -> Type | None:
+        arg = self.op.inputs.get(name)
+        if arg is None:
+            return None
+        if isinstance(arg, tuple):
+            return TupleType(tuple(v.type for v in arg))
+        return arg.type
+
+    def tensor_type(self, name: str) -> TensorType:
+        t = self.type(name)
+        if not isinstance(t, TensorType):
+            raise self.fail(f"input '{name}' must be a tensor, got {t}")
+        return t
+
+    def types(self, name: str) -> tuple[Type, ...]:
+        arg = self.op.inputs.get(name, ())
+        return tuple(v.type for v in (arg if isinstance(arg, tuple) else (arg,)))
+
+    def rank(self, name: str) -> int | None:
+        t = self.type(name)
+        return t.rank if isinstance(t, TensorType) else None
+
+    def _default(self, name: str) -> Any:
+        spec = self.opdef.signature.inputs.get(name)
+        if spec is None:
+            raise KeyError(f"op '{self.op.type}' has no parameter '{name}'")
+        d = spec.default
+        if isinstance(d, Expr):
+            hook = getattr(self.opdef, f"default_{name}", None)
+            if hook is None:
+                raise NotImplementedError(f"{self.op.type}: no default_{name}() for {d.text}")
+            return hook(self)
+        if d is NO_DEFAULT:
+            return None
+        return d
+
+
+class InferArgs(_Args):
+    """Parameters at type-inference time: types always, values only for constants."""
+
+    def value(self, name: str) -> Any:
+        """Compile-time value of a parameter (or its default); None if not known."""
+        arg = self.op.inputs.get(name)
+        if arg is None:
+            return self._default(name)
+        if isinstance(arg, tuple):
+            vals = [v.const_val for v in arg]
+            return None if any(x is None for x in vals) else tuple(vals)
+        return arg.const_val
+
+    def new_symbol(self) -> Symbol:
+        return fresh_symbol()
+
+
+class EvalArgs(_Args):
+    """Parameters at run time: every bound input has a concrete value."""
+
+    def __init__(self, opdef: "OpDef", op: "Op", env: dict, interpreter: Any) -> None:
+        super().__init__(opdef, op)
+        self.env = env
+        self.interpreter = interpreter
+
+    def value(self, name: str) -> Any:
+        arg = self.op.inputs.get(name)
+        if arg is None:
+            return self._default(name)
+        if isinstance(arg, tuple):
+            return tuple(self.env[v] for v in arg)
+        return self.env[arg]
+
+    __getitem__ = value
+
+    @property
+    def out_types(self) -> list[Type]:
+        return [v.type for v in self.op.outputs]
+
+    def run_block(self, block: "Block", inputs: Sequence[Any]) -> list[Any]:
+        return self.interpreter.run_block(block, inputs, self.env)
+
+    def rng(self, seed: int | None) -> np.random.Generator:
+        return self.interpreter.rng(self.op, seed)
+
+
+# ---------------------------------------------------------------------------------------------
+# OpDef base and registry
+
+
+class OpDef:
+    """Base class. Subclasses set ``op_type`` and implement ``infer`` and ``evaluate``.
+
+    Class attributes:
+      op_type   the MIL op name
+      traits    subset of {"pure", "elementwise", "commutative", "constexpr", "control_flow",
+                "random", "stateful"}
+      ir_only   True for ops the IR adds beyond MIL (their signature is given by ``inputs``)
+    """
+
+    op_type: ClassVar[str] = ""
+    traits: ClassVar[frozenset] = frozenset({"pure"})
+    ir_only: ClassVar[bool] = False
+    # For ir_only ops: the input specs (the same for every opset).
+    ir_inputs: ClassVar[Sequence[InputSpec]] = ()
+    ir_since: ClassVar[str] = "iOS15"
+
+    def __init__(self, signature: Signature) -> None:
+        self.signature = signature
+        self.opset = signature.opset
+
+    def __repr__(self) -> str:
+        return f"<OpDef {self.op_type}@{self.opset} (since {self.signature.since})>"
+
+    @property
+    def has_kernel(self) -> bool:
+        return type(self).evaluate is not OpDef.evaluate
+
+    def infer(self, a: InferArgs) -> list[Type]:
+        raise NotImplementedError(f"{self.op_type}: infer() not implemented")
+
+    def evaluate(self, a: EvalArgs) -> list[Any]:
+        raise NotImplementedError(f"{self.op_type}: evaluate() not implemented")
+
+    # -- checking --------------------------------------------------------------------------------
+
+    def check_inputs(self, op: "Op", is_const: Callable[["Value"], bool] | None = None) -> None:
+        """Check names, kinds, dtypes, type domains and constness of an op's inputs."""
+        sig = self.signature
+        loc = op.location()
+        for key in op.inputs:
+            spec = sig.inputs.get(key)
+            if spec is None or not spec.is_value:
+                raise TypeInferenceError(
+                    f"unknown parameter '{key}' for {op.type} in opset {self.opset} "
+                    f"(expected one of: {', '.join(s.name for s in sig.value_inputs())})",
+                    field=key,
+                    **loc,
+                )
+        domains: dict[str, tuple[DType, str]] = {}
+        for spec in sig.value_inputs():
+            arg = op.inputs.get(spec.name)
+            if arg is None:
+                if not spec.optional:
+                    raise TypeInferenceError(f"missing required parameter '{spec.name}'", field=spec.name, **loc)
+                continue
+            values = arg if isinstance(arg, tuple) else (arg,)
+            if spec.kind == "tuple":
+                if not isinstance(arg, tuple):
+                    raise TypeInferenceError(f"parameter '{spec.name}' must be a tuple of values", field=spec.name, **loc)
+            elif isinstance(arg, tuple):
+                raise TypeInferenceError(f"parameter '{spec.name}' takes one value, got {len(arg)}", field=spec.name, **loc)
+            for v in values:
+                t = v.type
+                if spec.kind == "tensor":
+                    if not isinstance(t, TensorType):
+                        raise TypeInferenceError(
+                            f"parameter '{spec.name}' must be a tensor, got {t}", field=spec.name, **loc
+                        )
+                    if spec.types is not None and t.dtype.name not in spec.types:
+                        raise TypeInferenceError(
+                            f"parameter '{spec.name}' has dtype {t.dtype.name}; {op.type} accepts "
+                            f"{', '.join(spec.types)} in opset {self.opset}",
+                            field=spec.name,
+                            **loc,
+                        )
+                    if spec.domain is not None:
+                        seen = domains.get(spec.domain)
+                        if seen is None:
+                            domains[spec.domain] = (t.dtype, spec.name)
+                        elif seen[0] != t.dtype:
+                            raise TypeInferenceError(
+                                f"parameters '{seen[1]}' ({seen[0].name}) and '{spec.name}' "
+                                f"({t.dtype.name}) must have the same dtype",
+                                field=spec.name,
+                                **loc,
+                            )
+                elif spec.kind == "list" and not isinstance(t, ListType):
+                    if not (spec.const and v.is_const):  # const lists (classify's classes) are list values
+                        raise TypeInferenceError(f"parameter '{spec.name}' must be a list, got {t}", field=spec.name, **loc)
+                elif spec.kind == "state" and not isinstance(t, StateType):
+                    raise TypeInferenceError(f"parameter '{spec.name}' must be a state, got {t}", field=spec.name, **loc)
+                if spec.const and is_const is not None and not is_const(v):
+                    raise TypeInferenceError(
+                        f"parameter '{spec.name}' must be a compile-time constant, but '{v.name}' is computed at run time",
+                        field=spec.name,
+                        **loc,
+                    )
+
+    def infer_op(self, op: "Op", is_const: Callable[["Value"], bool] | None = None) -> list[Type]:
+        """Check inputs and infer output types, with errors naming the op."""
+        self.check_inputs(op, is_const)
+        try:
+            return list(self.infer(InferArgs(self, op)))
+        except TypeInferenceError as e:
+            raise e.with_location(**op.location())
+        except (ValueError, TypeError, IndexError, KeyError, np.AxisError) as e:
+            raise TypeInferenceError(f"type inference failed: {type(e).__name__}: {e}", **op.location()) from e
+
+
+_OPDEF_CLASSES: dict[str, type[OpDef]] = {}
+_INSTANCES: dict[tuple[str, str], OpDef] = {}
+
+
+def register(cls: type[OpDef]) -> type[OpDef]:
+    """Class decorator adding an op definition to the registry."""
+    name = cls.op_type
+    if not name:
+        raise ValueError(f"{cls.__name__} has no op_type")
+    if name in _OPDEF_CLASSES:
+        raise ValueError(f"op '{name}' registered twice ({_OPDEF_CLASSES[name].__name__}, {cls.__name__})")
+    if not cls.ir_only and name not in _RAW_SIGNATURES:
+        raise ValueError(f"op '{name}' is not a MIL op; mark it ir_only and give ir_inputs")
+    _OPDEF_CLASSES[name] = cls
+    return cls
+
+
+def _signature(op_type: str, opset: str) -> Signature | None:
+    cls = _OPDEF_CLASSES.get(op_type)
+    if cls is not None and cls.ir_only:
+        if opset_index(opset) < opset_index(cls.ir_since):
+            return None
+        return Signature(op_type, opset, cls.ir_since, "ir", {s.name: s for s in cls.ir_inputs}, {})
+    versions = _RAW_SIGNATURES.get(op_type)
+    if not versions:
+        return None
+    idx = opset_index(opset)
+    chosen = None
+    for v in versions:
+        if opset_index(v["since"]) <= idx:
+            chosen = v
+    if chosen is None:
+        return None
+    return Signature(
+        op=op_type,
+        opset=opset,
+        since=chosen["since"],
+        defined_in=chosen["defined_in"],
+        inputs={r["name"]: _spec_from_json(r) for r in chosen["inputs"]},
+        type_domains={k: tuple(v) for k, v in chosen["type_domains"].items()},
+    )
+
+
+def _ensure_loaded() -> None:
+    from . import ops  # noqa: F401  (importing the package registers every op family)
+
+
+def get_opdef(op_type: str, opset: str) -> OpDef:
+    """The definition of ``op_type`` as it stands in ``opset``; UnsupportedError if absent."""
+    key = (op_type, opset)
+    inst = _INSTANCES.get(key)
+    if inst is not None:
+        return inst
+    _ensure_loaded()
+    cls = _OPDEF_CLASSES.get(op_type)
+    sig = _signature(op_type, opset)
+    if sig is None:
+        first = first_opset(op_type)
+        if first is None:
+            raise UnsupportedError(f"unknown op type '{op_type}'", op_type=op_type)
+        raise UnsupportedError(f"op '{op_type}' is not available in opset {opset} (first in {first})", op_type=op_type)
+    if cls is None:
+        raise UnsupportedError(f"op '{op_type}' has no definition in this converter", op_type=op_type)
+    inst = cls(sig)
+    _INSTANCES[key] = inst
+    return inst
+
+
+def first_opset(op_type: str) -> str | None:
+    _ensure_loaded()
+    for opset in OPSETS:
+        if _signature(op_type, opset) is not None:
+            return opset
+    return None
+
+
+def registered_op_types() -> list[str]:
+    _ensure_loaded()
+    return sorted(_OPDEF_CLASSES)
+
+
+def mil_op_types() -> list[str]:
+    """Every op type of the MIL opsets (whether or not it has a definition here)."""
+    return sorted(_RAW_SIGNATURES)
+
+
+def opsets_of(op_type: str) -> list[str]:
+    return [o for o in OPSETS if _signature(op_type, o) is not None]
+
+
+def versions_of(op_type: str) -> list[str]:
+    """Opsets in which this op's signature changed (its first one included)."""
+    _ensure_loaded()
+    cls = _OPDEF_CLASSES.get(op_type)
+    if cls is not None and cls.ir_only:
+        return [cls.ir_since]
+    return [v["since"] for v in _RAW_SIGNATURES.get(op_type, [])]
+
+
+def dtype_by_name(name: str) -> DType:
+    return DTYPES[name]
+
+
+def all_opdefs(opsets: Iterable[str] = OPSETS) -> list[OpDef]:
+    _ensure_loaded()
+    out = []
+    for name in sorted(_OPDEF_CLASSES):
+        for opset in opsets:
+            if _signature(name, opset) is not None:
+                out.append(get_opdef(name, opset))
+    return out

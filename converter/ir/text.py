@@ -1,0 +1,701 @@
+"""A readable text form of the IR, with a printer and a parser that round-trip exactly.
+
+    program
+    symbols { n: [1, 64] }
+    func main<iOS15>(%x: tensor<fp32, [n, 3]>) {
+      %c: tensor<fp32, []> = const() [val=dense<fp32, []>(2)]
+      %y: tensor<fp32, [n, 3]> = mul(x=%x, y=%c)
+      %a: tensor<fp32, [n, 3]>, %b: tensor<fp32, [n, 3]> = split(x=%y, ...) @split_op
+      %r: tensor<fp32, [n, 3]> = cond(pred=%p) {
+        block() {
+          ...
+        } -> (%y)
+        block() { } -> (%a)
+      }
+    } -> (%r)
+
+Values are ``%name`` (quoted ``%"..."`` when the name has other characters). An op's name is
+printed as ``@name`` only when it differs from its first output's name. ``[k=v, ...]`` holds
+attributes; literals are Python-like scalars and lists, ``"strings"``, ``none``, typed arrays
+``dense<dtype, [shape]>(v, v, ...)`` (flat, row-major) and list values ``listval<type>(...)``.
+Floats print in the shortest form that round-trips in their own dtype.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any, Iterator
+
+import numpy as np
+
+from ..errors import ParseError, UnsupportedError
+from .core import Block, Function, Op, Program, Value
+from .opdef import OPSETS, get_opdef
+from .runtime import ListValue
+from .types import (
+    DTYPES,
+    DictType,
+    ListType,
+    StateType,
+    Symbol,
+    TensorType,
+    TupleType,
+    Type,
+    is_static_dim,
+)
+
+_BARE = re.compile(r"^[A-Za-z0-9_@.$]+$")
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*$")
+
+# ---------------------------------------------------------------------------------------------
+# Printing
+
+
+def _fmt_name(name: str) -> str:
+    return name if _BARE.match(name) else json.dumps(name)
+
+
+def format_dim(d: Any) -> str:
+    return str(int(d)) if is_static_dim(d) else d.name
+
+
+def format_type(t: Type) -> str:
+    if isinstance(t, TensorType):
+        if t.shape is None:
+            return f"tensor<{t.dtype.name}, *>"
+        return f"tensor<{t.dtype.name}, [{', '.join(format_dim(d) for d in t.shape)}]>"
+    if isinstance(t, ListType):
+        length = "?" if t.length is None else format_dim(t.length)
+        dyn = "" if t.dynamic_length else ", fixed"
+        return f"list<{format_type(t.elem)}, {length}{dyn}>"
+    if isinstance(t, TupleType):
+        return f"tuple<{', '.join(format_type(x) for x in t.types)}>"
+    if isinstance(t, DictType):
+        return f"dict<{format_type(t.key)}, {format_type(t.value)}>"
+    if isinstance(t, StateType):
+        return f"state<{format_type(t.wrapped)}>"
+    raise TypeError(f"cannot print type {t!r}")
+
+
+def _fmt_scalar(x: Any, kind: str) -> str:
+    if kind == "f":
+        if np.isnan(x):
+            return "nan"
+        if np.isinf(x):
+            return "inf" if x > 0 else "-inf"
+        return str(x)  # numpy's shortest round-trip repr for the value's own dtype
+    if kind == "b":
+        return "true" if x else "false"
+    if kind in ("U", "S", "O"):
+        return json.dumps(str(x))
+    return str(int(x))
+
+
+def format_array(arr: np.ndarray, dtype_name: str | None = None, *, elide_above: int | None = None) -> str:
+    arr = np.asarray(arr)
+    if dtype_name is None:
+        from .types import dtype_of_array
+
+        dtype_name = dtype_of_array(arr).name
+    head = f"dense<{dtype_name}, [{', '.join(str(d) for d in arr.shape)}]>"
+    if elide_above is not None and arr.size > elide_above:
+        return head + "(...)"
+    kind = arr.dtype.kind
+    flat = arr.reshape(-1)
+    return head + "(" + ", ".join(_fmt_scalar(x, kind) for x in flat) + ")"
+
+
+def format_literal(v: Any, *, dtype_name: str | None = None, elide_above: int | None = None) -> str:
+    if v is None:
+        return "none"
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, (int, np.integer)) and not isinstance(v, np.bool_):
+        return str(int(v))
+    if isinstance(v, float):
+        return _fmt_scalar(v, "f") if not np.isfinite(v) else repr(v)
+    if isinstance(v, str):
+        return json.dumps(v)
+    if isinstance(v, (np.ndarray, np.generic)):
+        return format_array(np.asarray(v), dtype_name, elide_above=elide_above)
+    if isinstance(v, ListValue):
+        items = ", ".join(format_literal(x, elide_above=elide_above) for x in v.items)
+        fixed = "" if v.dynamic_length else "fixed "
+        return f"listval<{fixed}{format_type(v.elem_type)}>({items})"
+    if isinstance(v, (list, tuple)):
+        return "[" + ", ".join(format_literal(x, elide_above=elide_above) for x in v) + "]"
+    if isinstance(v, dict):
+        return "{" + ", ".join(f"{json.dumps(str(k))}: {format_literal(x, elide_above=elide_above)}"
+                               for k, x in v.items()) + "}"
+    if isinstance(v, bytes):
+        return f"bytes({json.dumps(v.hex())})"
+    raise TypeError(f"cannot print literal of type {type(v).__name__}")
+
+
+class _Printer:
+    def __init__(self, elide_above: int | None) -> None:
+        self.elide_above = elide_above
+        self.lines: list[str] = []
+        self.display: dict[Value, str] = {}
+        self.used: set[str] = set()
+
+    def name_of(self, v: Value) -> str:
+        got = self.display.get(v)
+        if got is None:
+            return "%" + _fmt_name(v.name) + "<?>"  # not defined in scope: printed, flagged
+        return got
+
+    def define(self, v: Value) -> str:
+        base = v.name or "v"
+        name = base
+        n = 1
+        while name in self.used:
+            name = f"{base}.{n}"
+            n += 1
+        self.used.add(name)
+        shown = "%" + _fmt_name(name)
+        self.display[v] = shown
+        return shown
+
+    def attrs(self, attrs: dict[str, Any], op: Op | None = None) -> str:
+        if not attrs:
+            return ""
+        parts = []
+        for k, v in attrs.items():
+            dn = None
+            if op is not None and k == "val" and op.outputs and isinstance(op.outputs[0].type, TensorType):
+                dn = op.outputs[0].type.dtype.name
+            parts.append(f"{k}={format_literal(v, dtype_name=dn, elide_above=self.elide_above)}")
+        return " [" + ", ".join(parts) + "]"
+
+    def program(self, prog: Program) -> str:
+        head = "program"
+        pattrs = dict(prog.attributes)
+        if prog.doc_string:
+            pattrs = {"__doc__": prog.doc_string, **pattrs}
+        if prog.default_function != next(iter(prog.functions), prog.default_function):
+            pattrs = {"__default__": prog.default_function, **pattrs}
+        self.lines.append(head + self.attrs(pattrs))
+        syms = self.collect_symbols(prog)
+        if syms:
+            body = ", ".join(self.fmt_symbol(s) for s in syms)
+            self.lines.append(f"symbols {{ {body} }}")
+        for fn in prog.functions.values():
+            self.function(fn)
+        return "\n".join(self.lines) + "\n"
+
+    @staticmethod
+    def fmt_symbol(s: Symbol) -> str:
+        if s.choices:
+            return f"{s.name}: {{{', '.join(str(c) for c in s.choices)}}}"
+        upper = "?" if s.upper is None else str(s.upper)
+        return f"{s.name}: [{s.lower}, {upper}]"
+
+    def collect_symbols(self, prog: Program) -> list[Symbol]:
+        found: dict[str, Symbol] = {}
+
+        def visit(t: Type) -> None:
+            if isinstance(t, TensorType):
+                for d in t.shape or ():
+                    if isinstance(d, Symbol) and (d.lower != 1 or d.upper is not None or d.choices):
+                        found.setdefault(d.name, d)
+            elif isinstance(t, ListType):
+                visit(t.elem)
+            elif isinstance(t, TupleType):
+                for x in t.types:
+                    visit(x)
+            elif isinstance(t, StateType):
+                visit(t.wrapped)
+
+        for fn in prog.functions.values():
+            for v in fn.inputs:
+                visit(v.type)
+            for op in fn.walk():
+                for v in op.outputs:
+                    visit(v.type)
+                for b in op.blocks:
+                    for v in b.inputs:
+                        visit(v.type)
+        return list(found.values())
+
+    def function(self, fn: Function) -> None:
+        args = ", ".join(f"{self.define(v)}: {format_type(v.type)}" for v in fn.inputs)
+        self.lines.append(f"func {_fmt_name(fn.name)}<{fn.opset}>({args}){self.attrs(fn.attributes)} {{")
+        self.block_body(fn.block, 1)
+        outs = ", ".join(self.name_of(v) for v in fn.outputs)
+        self.lines.append(f"}} -> ({outs})")
+
+    def block_body(self, block: Block, depth: int) -> None:
+        for op in block.ops:
+            self.op(op, depth)
+
+    def op(self, op: Op, depth: int) -> None:
+        ind = "  " * depth
+        ins = []
+        for k, arg in op.inputs.items():
+            if isinstance(arg, tuple):
+                ins.append(f"{k}=({', '.join(self.name_of(v) for v in arg)})")
+            else:
+                ins.append(f"{k}={self.name_of(arg)}")
+        outs = ", ".join(f"{self.define(v)}: {format_type(v.type)}" for v in op.outputs)
+        lhs = f"{outs} = " if outs else ""
+        name = "" if op.outputs and op.outputs[0].name == op.name else f" @{_fmt_name(op.name)}"
+        line = f"{ind}{lhs}{op.type}({', '.join(ins)}){name}{self.attrs(op.attributes, op)}"
+        if not op.blocks:
+            self.lines.append(line)
+            return
+        self.lines.append(line + " {")
+        for b in op.blocks:
+            args = ", ".join(f"{self.define(v)}: {format_type(v.type)}" for v in b.inputs)
+            battrs = self.attrs(b.attributes)
+            self.lines.append(f"{ind}  block({args}){battrs} {{")
+            self.block_body(b, depth + 2)
+            self.lines.append(f"{ind}  }} -> ({', '.join(self.name_of(v) for v in b.outputs)})")
+        self.lines.append(f"{ind}}}")
+
+
+def print_program(prog: Program, *, elide_above: int | None = None) -> str:
+    """The text form. ``elide_above`` shortens large constants (the result no longer parses)."""
+    return _Printer(elide_above).program(prog)
+
+
+# ---------------------------------------------------------------------------------------------
+# Parsing
+
+_TOKEN = re.compile(
+    r"""
+    (?P<ws>\s+|//[^\n]*)
+  | (?P<value>%(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_@.$]+))
+  | (?P<opname>@(?:"(?:[^"\\]|\\.)*"|[A-Za-z0-9_@.$]+))
+  | (?P<string>"(?:[^"\\]|\\.)*")
+  | (?P<number>-?(?:(?:inf|nan)(?![A-Za-z0-9_])|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))
+  | (?P<arrow>->)
+  | (?P<ident>[A-Za-z_][A-Za-z0-9_.$]*)
+  | (?P<punct>[()\[\]{}<>,=:*?])
+    """,
+    re.VERBOSE,
+)
+
+
+class _Tok:
+    __slots__ = ("kind", "text", "pos")
+
+    def __init__(self, kind: str, text: str, pos: int) -> None:
+        self.kind, self.text, self.pos = kind, text, pos
+
+    def __repr__(self) -> str:
+        return f"{self.kind}:{self.text!r}"
+
+
+def _tokenize(text: str) -> list[_Tok]:
+    toks: list[_Tok] = []
+    pos = 0
+    n = len(text)
+    while pos < n:
+        m = _TOKEN.match(text, pos)
+        if m is None:
+            line = text.count("\n", 0, pos) + 1
+            col = pos - (text.rfind("\n", 0, pos) + 1) + 1
+            raise ParseError(f"unexpected character {text[pos]!r}", line=line, column=col)
+        kind = m.lastgroup
+        if kind != "ws":
+            toks.append(_Tok(kind, m.group(), pos))
+        pos = m.end()
+    toks.append(_Tok("eof", "", n))
+    return toks
+
+
+def _unquote(s: str) -> str:
+    return json.loads(s) if s.startswith('"') else s
+
+
+class _Parser:
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.toks = _tokenize(text)
+        self.i = 0
+        self.symbols: dict[str, Symbol] = {}
+        self.values: dict[str, Value] = {}
+        self.opset = "iOS18"
+
+    # -- token helpers ---------------------------------------------------------------------------
+
+    def peek(self, k: int = 0) -> _Tok:
+        return self.toks[min(self.i + k, len(self.toks) - 1)]
+
+    def next(self) -> _Tok:
+        t = self.toks[self.i]
+        self.i += 1
+        return t
+
+    def error(self, msg: str, tok: _Tok | None = None) -> ParseError:
+        tok = tok or self.peek()
+        line = self.text.count("\n", 0, tok.pos) + 1
+        col = tok.pos - (self.text.rfind("\n", 0, tok.pos) + 1) + 1
+        return ParseError(msg, line=line, column=col)
+
+    def expect(self, text: str) -> _Tok:
+        t = self.next()
+        if t.text != text:
+            raise self.error(f"expected '{text}', found '{t.text or 'end of input'}'", t)
+        return t
+
+    def accept(self, text: str) -> bool:
+        if self.peek().text == text and self.peek().kind != "string":
+            self.i += 1
+            return True
+        return False
+
+    def ident(self) -> str:
+        t = self.next()
+        if t.kind not in ("ident", "string"):
+            raise self.error(f"expected a name, found '{t.text}'", t)
+        return _unquote(t.text)
+
+    # -- grammar ---------------------------------------------------------------------------------
+
+    def program(self) -> Program:
+        prog = Program()
+        if self.ident() != "program":
+            raise self.error("text must start with 'program'", self.toks[0])
+        attrs = self.attr_list()
+        prog.doc_string = attrs.pop("__doc__", "")
+        default = attrs.pop("__default__", None)
+        prog.attributes = attrs
+        if self.peek().text == "symbols":
+            self.next()
+            self.symbol_decls()
+        while self.peek().kind != "eof":
+            fn = self.function()
+            if fn.name in prog.functions:
+                raise self.error(f"function '{fn.name}' defined twice")
+            prog.functions[fn.name] = fn
+        if not prog.functions:
+            raise self.error("program has no functions")
+        prog.default_function = default or next(iter(prog.functions))
+        return prog
+
+    def symbol_decls(self) -> None:
+        self.expect("{")
+        while not self.accept("}"):
+            name = self.ident()
+            self.expect(":")
+            if self.accept("{"):
+                choices = []
+                while not self.accept("}"):
+                    choices.append(int(self.next().text))
+                    self.accept(",")
+                self.symbols[name] = Symbol(name, lower=min(choices), upper=max(choices), choices=tuple(choices))
+            else:
+                self.expect("[")
+                lower = int(self.next().text)
+                self.expect(",")
+                up = self.next()
+                upper = None if up.text == "?" else int(up.text)
+                self.expect("]")
+                self.symbols[name] = Symbol(name, lower=lower, upper=upper)
+            self.accept(",")
+
+    def function(self) -> Function:
+        kw = self.next()
+        if kw.text != "func":
+            raise self.error(f"expected 'func', found '{kw.text}'", kw)
+        name = self.ident()
+        self.expect("<")
+        opset = self.ident()
+        if opset not in OPSETS:
+            raise self.error(f"unknown opset '{opset}'")
+        self.expect(">")
+        self.opset = opset
+        fn = Function(name, opset)
+        self.values = {}
+        self.expect("(")
+        while not self.accept(")"):
+            vname = self.value_def()
+            self.expect(":")
+            v = fn.block.new_input(vname, self.type())
+            self.values[vname] = v
+            self.accept(",")
+        fn.attributes = self.attr_list()
+        self.expect("{")
+        self.block_body(fn.block)
+        self.expect("->")
+        fn.block.set_outputs(self.value_list())
+        return fn
+
+    def value_def(self) -> str:
+        t = self.next()
+        if t.kind != "value":
+            raise self.error(f"expected a %value, found '{t.text}'", t)
+        name = _unquote(t.text[1:])
+        if name in self.values:
+            raise self.error(f"value %{name} defined twice", t)
+        return name
+
+    def value_ref(self) -> Value:
+        t = self.next()
+        if t.kind != "value":
+            raise self.error(f"expected a %value, found '{t.text}'", t)
+        name = _unquote(t.text[1:])
+        v = self.values.get(name)
+        if v is None:
+            raise self.error(f"undefined value %{name}", t)
+        return v
+
+    def value_list(self) -> list[Value]:
+        self.expect("(")
+        out = []
+        while not self.accept(")"):
+            out.append(self.value_ref())
+            self.accept(",")
+        return out
+
+    def block_body(self, block: Block) -> None:
+        # the opening '{' was consumed by the caller
+        while not self.accept("}"):
+            self.op(block)
+
+    def op(self, block: Block) -> None:
+        start = self.peek()
+        outs: list[tuple[str, Type]] = []
+        if start.kind == "value":
+            while True:
+                name = self.value_def()
+                self.expect(":")
+                outs.append((name, self.type()))
+                if not self.accept(","):
+                    break
+            self.expect("=")
+        op_type = self.ident()
+        try:
+            opdef = get_opdef(op_type, self.opset)
+        except UnsupportedError as e:
+            raise self.error(e.message, start) from None
+        self.expect("(")
+        inputs: dict[str, Any] = {}
+        while not self.accept(")"):
+            key = self.ident()
+            self.expect("=")
+            if self.accept("("):
+                vals = []
+                while not self.accept(")"):
+                    vals.append(self.value_ref())
+                    self.accept(",")
+                inputs[key] = tuple(vals)
+            else:
+                inputs[key] = self.value_ref()
+            self.accept(",")
+        op_name = None
+        if self.peek().kind == "opname":
+            op_name = _unquote(self.next().text[1:])
+        attrs = self.attr_list()
+        if op_name is None:
+            op_name = outs[0][0] if outs else op_type
+        op = Op(op_type, opdef, inputs=inputs, name=op_name, attributes=attrs)
+        block.append(op)
+        if self.accept("{"):
+            while not self.accept("}"):
+                kw = self.next()
+                if kw.text != "block":
+                    raise self.error(f"expected 'block', found '{kw.text}'", kw)
+                blk = Block()
+                op.add_block(blk)
+                self.expect("(")
+                while not self.accept(")"):
+                    vname = self.value_def()
+                    self.expect(":")
+                    self.values[vname] = blk.new_input(vname, self.type())
+                    self.accept(",")
+                blk.attributes = self.attr_list()
+                self.expect("{")
+                self.block_body(blk)
+                self.expect("->")
+                blk.set_outputs(self.value_list())
+        op.create_outputs([t for _, t in outs], [n for n, _ in outs])
+        for v in op.outputs:
+            self.values[v.name] = v
+
+    # -- types -----------------------------------------------------------------------------------
+
+    def dim(self) -> Any:
+        t = self.next()
+        if t.kind == "number":
+            return int(t.text)
+        if t.kind == "ident":
+            return self.symbols.setdefault(t.text, Symbol(t.text))
+        raise self.error(f"expected a dimension, found '{t.text}'", t)
+
+    def type(self) -> Type:
+        kw = self.ident()
+        self.expect("<")
+        if kw == "tensor":
+            dt = self.ident()
+            if dt not in DTYPES:
+                raise self.error(f"unknown dtype '{dt}'")
+            self.expect(",")
+            if self.accept("*"):
+                shape = None
+            else:
+                self.expect("[")
+                shape = []
+                while not self.accept("]"):
+                    shape.append(self.dim())
+                    self.accept(",")
+                shape = tuple(shape)
+            self.expect(">")
+            return TensorType(DTYPES[dt], shape)
+        if kw == "list":
+            elem = self.type()
+            self.expect(",")
+            length = None if self.accept("?") else self.dim()
+            dynamic = True
+            if self.accept(","):
+                if self.ident() != "fixed":
+                    raise self.error("expected 'fixed'")
+                dynamic = False
+            self.expect(">")
+            return ListType(elem, length, dynamic)
+        if kw == "tuple":
+            types = []
+            while not self.accept(">"):
+                types.append(self.type())
+                self.accept(",")
+            return TupleType(tuple(types))
+        if kw == "dict":
+            k = self.type()
+            self.expect(",")
+            v = self.type()
+            self.expect(">")
+            return DictType(k, v)
+        if kw == "state":
+            w = self.type()
+            self.expect(">")
+            if not isinstance(w, TensorType):
+                raise self.error("state wraps a tensor type")
+            return StateType(w)
+        raise self.error(f"unknown type '{kw}'")
+
+    # -- literals --------------------------------------------------------------------------------
+
+    def attr_list(self) -> dict[str, Any]:
+        out: dict[str, Any] = {}
+        if self.peek().text != "[":
+            return out
+        self.next()
+        while not self.accept("]"):
+            key = self.ident()
+            self.expect("=")
+            out[key] = self.literal()
+            self.accept(",")
+        return out
+
+    def literal(self) -> Any:
+        t = self.peek()
+        if t.kind == "string":
+            self.next()
+            return json.loads(t.text)
+        if t.kind == "number":
+            self.next()
+            return _parse_number(t.text)
+        if t.text == "[":
+            self.next()
+            items = []
+            while not self.accept("]"):
+                items.append(self.literal())
+                self.accept(",")
+            return items
+        if t.text == "{":
+            self.next()
+            d = {}
+            while not self.accept("}"):
+                k = json.loads(self.next().text)
+                self.expect(":")
+                d[k] = self.literal()
+                self.accept(",")
+            return d
+        if t.kind == "ident":
+            self.next()
+            if t.text == "true":
+                return True
+            if t.text == "false":
+                return False
+            if t.text == "none":
+                return None
+            if t.text == "dense":
+                return self.dense()
+            if t.text == "listval":
+                return self.listval()
+            if t.text == "bytes":
+                self.expect("(")
+                data = bytes.fromhex(json.loads(self.next().text))
+                self.expect(")")
+                return data
+        raise self.error(f"expected a literal, found '{t.text}'", t)
+
+    def dense(self) -> np.ndarray:
+        self.expect("<")
+        dt = self.ident()
+        if dt not in DTYPES:
+            raise self.error(f"unknown dtype '{dt}'")
+        self.expect(",")
+        self.expect("[")
+        shape = []
+        while not self.accept("]"):
+            shape.append(int(self.next().text))
+            self.accept(",")
+        self.expect(">")
+        self.expect("(")
+        raw: list[Any] = []
+        while not self.accept(")"):
+            t = self.next()
+            if t.kind == "number":
+                raw.append(_parse_number(t.text))
+            elif t.kind == "string":
+                raw.append(json.loads(t.text))
+            elif t.text in ("true", "false"):
+                raw.append(t.text == "true")
+            else:
+                raise self.error(f"bad array element '{t.text}'", t)
+            self.accept(",")
+        d = DTYPES[dt]
+        storage = np.str_ if d.name == "string" else d.storage
+        arr = np.array(raw, dtype=storage) if raw else np.zeros((0,), dtype=storage)
+        n = int(np.prod(shape)) if shape else 1
+        if arr.size != n:
+            raise self.error(f"dense<{dt}> with shape {shape} needs {n} values, has {arr.size}")
+        return arr.reshape(shape)
+
+    def listval(self) -> ListValue:
+        self.expect("<")
+        dynamic = True
+        if self.peek().text == "fixed":
+            self.next()
+            dynamic = False
+        elem = self.type()
+        self.expect(">")
+        self.expect("(")
+        items = []
+        while not self.accept(")"):
+            items.append(self.literal())
+            self.accept(",")
+        return ListValue(elem, items, dynamic)
+
+
+def _parse_number(s: str) -> int | float:
+    if s in ("nan", "-nan"):
+        return float("nan")
+    if s in ("inf", "-inf"):
+        return float(s)
+    if any(c in s for c in ".eE") or "inf" in s or "nan" in s:
+        return float(s)
+    return int(s)
+
+
+def parse_program(text: str) -> Program:
+    """Parse the text form back into a Program (types as written; run verify() to re-check)."""
+    return _Parser(text).program()
+
+
+def iter_lines(prog: Program) -> Iterator[str]:
+    yield from print_program(prog).splitlines()
