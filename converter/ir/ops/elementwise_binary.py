@@ -68,10 +68,9 @@ def _real_div(x: np.ndarray, y: np.ndarray) -> np.ndarray:
 
 
 def _mod(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    # MIL mod: x - floor(x / y) * y (sign of the divisor, like Python's %)
-    if x.dtype.kind in "iu":
-        return np.mod(x, y)
-    return x - np.floor(x / y) * y
+    # MIL mod: x - floor(x / y) * y, the sign of the divisor (Python's %); numpy's mod computes it
+    # exactly (fmod plus a sign fix) instead of through a rounded quotient.
+    return np.mod(x, y)
 
 
 _binary("add", np.add, commutative=True)

@@ -1,0 +1,20 @@
+"""Shared test configuration: where ../shared lives, and oracle availability."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+SHARED = Path(os.environ.get("CONVERTER_SHARED", REPO.parent / "shared"))
+MODELS = SHARED / "data" / "models"
+WEBNN_VECTORS = SHARED / "data" / "webnn-conformance"
+
+
+@pytest.fixture(scope="session")
+def shared_dir() -> Path:
+    if not SHARED.is_dir():
+        pytest.fail(f"../shared not found at {SHARED}: tests need the shared data beside the checkout")
+    return SHARED
