@@ -7,7 +7,8 @@ signature (and the dtype of the other inputs of its type domain), as MIL require
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -98,7 +99,7 @@ class Builder:
 
     # -- generic op creation ---------------------------------------------------------------------
 
-    def const(self, val: Any, dt: "str | DType | None" = None, name: str | None = None) -> Value:
+    def const(self, val: Any, dt: str | DType | None = None, name: str | None = None) -> Value:
         """A const op holding ``val`` (converted to ``dt`` when given)."""
         if isinstance(val, ListValue):
             arr: Any = val
@@ -106,10 +107,12 @@ class Builder:
         else:
             d = dtype(dt) if dt is not None else None
             arr = np.asarray(val) if d is None else np.asarray(val, dtype=d.storage)
-            if d is None and arr.dtype == np.float64:
-                arr = arr.astype(np.float32)  # Python floats are fp32 unless asked otherwise
-            if d is None and arr.dtype == np.int64 and not isinstance(val, np.ndarray):
-                arr = arr.astype(np.int32)
+            if d is None and not isinstance(val, (np.ndarray, np.generic)):
+                # Python literals: floats are fp32 and ints int32 (MIL's defaults), unless asked
+                if arr.dtype == np.float64:
+                    arr = arr.astype(np.float32)
+                elif arr.dtype == np.int64:
+                    arr = arr.astype(np.int32)
             if arr.dtype.kind in ("U", "S", "O"):
                 arr = arr.astype(np.str_)
             t = const_type(arr, d)
@@ -197,15 +200,15 @@ class Builder:
 
     # -- control flow ----------------------------------------------------------------------------
 
-    def nested(self, block: Block) -> "Builder":
+    def nested(self, block: Block) -> Builder:
         """A builder for a nested block sharing this builder's name scope."""
         return Builder(block, names=self.names)
 
     def cond(
         self,
         pred: Value,
-        true_fn: Callable[["Builder"], Sequence[Value]],
-        false_fn: Callable[["Builder"], Sequence[Value]],
+        true_fn: Callable[[Builder], Sequence[Value]],
+        false_fn: Callable[[Builder], Sequence[Value]],
         name: str | None = None,
     ) -> tuple[Value, ...]:
         """``cond``: run one of two blocks; each returns the same number of values."""

@@ -7,8 +7,9 @@ of rescanning the graph. Object identity is a value's identity; ``name`` is only
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator, NamedTuple, Sequence, Union
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 
@@ -21,7 +22,7 @@ if TYPE_CHECKING:
 class Use(NamedTuple):
     """One use of a value: by an op input (``key``, position in a tuple input) or a block output."""
 
-    user: "Op | Block"
+    user: Op | Block
     key: str  # input name, or "" for a block output
     index: int  # position within a tuple input / block outputs; 0 for single inputs
 
@@ -35,9 +36,9 @@ class Value:
         self,
         name: str,
         type: Type,
-        producer: "Op | None" = None,
+        producer: Op | None = None,
         index: int = 0,
-        owner: "Block | None" = None,
+        owner: Block | None = None,
     ) -> None:
         self.name = name
         self.type = type
@@ -66,17 +67,17 @@ class Value:
         p = self.producer
         return p is not None and p.type == "const"
 
-    def defining_block(self) -> "Block":
+    def defining_block(self) -> Block:
         if self.producer is None:
             assert self.owner is not None
             return self.owner
         assert self.producer.block is not None, f"value {self.name} has a detached producer"
         return self.producer.block
 
-    def users(self) -> list["Op"]:
+    def users(self) -> list[Op]:
         return [u.user for u in self.uses if isinstance(u.user, Op)]
 
-    def replace_all_uses_with(self, new: "Value") -> None:
+    def replace_all_uses_with(self, new: Value) -> None:
         """Rewire every use of this value to ``new`` (op inputs and block outputs)."""
         if new is self:
             return
@@ -88,7 +89,7 @@ class Value:
         assert not self.uses
 
 
-InputArg = Union[Value, tuple]  # a Value, or a tuple of Values for variadic (tuple) inputs
+InputArg = Value | tuple  # a Value, or a tuple of Values for variadic (tuple) inputs
 
 
 class Op:
@@ -99,12 +100,12 @@ class Op:
     def __init__(
         self,
         op_type: str,
-        opdef: "OpDef | None",
+        opdef: OpDef | None,
         inputs: dict[str, InputArg] | None = None,
         output_types: Sequence[Type] = (),
         output_names: Sequence[str] | None = None,
         name: str | None = None,
-        blocks: Sequence["Block"] = (),
+        blocks: Sequence[Block] = (),
         attributes: dict[str, Any] | None = None,
     ) -> None:
         self.type = op_type
@@ -186,7 +187,7 @@ class Op:
 
     # -- blocks ----------------------------------------------------------------------------------
 
-    def add_block(self, block: "Block") -> "Block":
+    def add_block(self, block: Block) -> Block:
         block.parent_op = self
         self.blocks.append(block)
         return block
@@ -200,7 +201,7 @@ class Op:
         return self.outputs[0]
 
     @property
-    def function(self) -> "Function | None":
+    def function(self) -> Function | None:
         b = self.block
         while b is not None:
             if b.function is not None:
@@ -213,7 +214,7 @@ class Op:
         fn = self.function
         return {"function": fn.name if fn else None, "op": self.name, "op_type": self.type}
 
-    def walk(self) -> Iterator["Op"]:
+    def walk(self) -> Iterator[Op]:
         """This op and every op nested in its blocks, in program order."""
         yield self
         for b in self.blocks:
@@ -310,10 +311,10 @@ class Block:
             yield from op.walk()
 
     @property
-    def parent_block(self) -> "Block | None":
+    def parent_block(self) -> Block | None:
         return self.parent_op.block if self.parent_op is not None else None
 
-    def owning_function(self) -> "Function | None":
+    def owning_function(self) -> Function | None:
         b: Block | None = self
         while b is not None:
             if b.function is not None:

@@ -7,7 +7,8 @@ shapes of its inputs, in the spirit of torch.fx's interpreter.
 from __future__ import annotations
 
 import zlib
-from typing import Any, Mapping, Sequence
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 import numpy as np
 

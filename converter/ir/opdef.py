@@ -10,9 +10,10 @@ the verifier and the builder all use this one definition.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, ClassVar, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
@@ -117,7 +118,7 @@ _RAW_SIGNATURES: dict[str, list[dict]] = json.loads(_SIGNATURE_FILE.read_text())
 class _Args:
     """Common access to an op's parameters, with defaults from the signature."""
 
-    def __init__(self, opdef: "OpDef", op: "Op") -> None:
+    def __init__(self, opdef: OpDef, op: Op) -> None:
         self.opdef = opdef
         self.op = op
         self.opset = opdef.opset
@@ -128,7 +129,7 @@ class _Args:
     def spec(self, name: str) -> InputSpec:
         return self.opdef.signature.inputs[name]
 
-    def fail(self, message: str) -> "TypeInferenceError":
+    def fail(self, message: str) -> TypeInferenceError:
         """Build (for ``raise``) an error naming the op."""
         return TypeInferenceError(message, **self.op.location())
 
@@ -189,7 +190,7 @@ class InferArgs(_Args):
 class EvalArgs(_Args):
     """Parameters at run time: every bound input has a concrete value."""
 
-    def __init__(self, opdef: "OpDef", op: "Op", env: dict, interpreter: Any) -> None:
+    def __init__(self, opdef: OpDef, op: Op, env: dict, interpreter: Any) -> None:
         super().__init__(opdef, op)
         self.env = env
         self.interpreter = interpreter
@@ -208,7 +209,7 @@ class EvalArgs(_Args):
     def out_types(self) -> list[Type]:
         return [v.type for v in self.op.outputs]
 
-    def run_block(self, block: "Block", inputs: Sequence[Any]) -> list[Any]:
+    def run_block(self, block: Block, inputs: Sequence[Any]) -> list[Any]:
         return self.interpreter.run_block(block, inputs, self.env)
 
     def rng(self, seed: int | None) -> np.random.Generator:
@@ -255,7 +256,7 @@ class OpDef:
 
     # -- checking --------------------------------------------------------------------------------
 
-    def check_inputs(self, op: "Op", is_const: Callable[["Value"], bool] | None = None) -> None:
+    def check_inputs(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> None:
         """Check names, kinds, dtypes, type domains and constness of an op's inputs."""
         sig = self.signature
         loc = op.location()
@@ -318,13 +319,14 @@ class OpDef:
                         **loc,
                     )
 
-    def infer_op(self, op: "Op", is_const: Callable[["Value"], bool] | None = None) -> list[Type]:
+    def infer_op(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> list[Type]:
         """Check inputs and infer output types, with errors naming the op."""
         self.check_inputs(op, is_const)
         try:
             return list(self.infer(InferArgs(self, op)))
         except TypeInferenceError as e:
-            raise e.with_location(**op.location())
+            e.with_location(**op.location())
+            raise
         except (ValueError, TypeError, IndexError, KeyError, np.AxisError) as e:
             raise TypeInferenceError(f"type inference failed: {type(e).__name__}: {e}", **op.location()) from e
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from .opdef import OPSETS, _OPDEF_CLASSES, get_opdef, mil_op_types, opsets_of, registered_op_types, versions_of
+from .opdef import _OPDEF_CLASSES, OPSETS, get_opdef, mil_op_types, opsets_of, registered_op_types, versions_of
 
 
 def op_table() -> list[dict]:

@@ -21,7 +21,7 @@ class ListValue:
     def __len__(self) -> int:
         return len(self.items)
 
-    def copy(self) -> "ListValue":
+    def copy(self) -> ListValue:
         return ListValue(self.elem_type, list(self.items), self.dynamic_length)
 
 

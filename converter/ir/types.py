@@ -8,8 +8,8 @@ arrays of a wider *storage* dtype, one element per value; the IR type keeps the 
 from __future__ import annotations
 
 import itertools
+from collections.abc import Iterable
 from dataclasses import dataclass, field
-from typing import Iterable, Union
 
 import numpy as np
 
@@ -128,7 +128,7 @@ _FROM_NUMPY = {
 }
 
 
-def dtype(name_or_np: "str | DType | np.dtype | type") -> DType:
+def dtype(name_or_np: str | DType | np.dtype | type) -> DType:
     """Look up a DType by MIL name, numpy dtype or numpy scalar type."""
     if isinstance(name_or_np, DType):
         return name_or_np
@@ -179,7 +179,7 @@ def fresh_symbol(prefix: str = "_s") -> Symbol:
     return Symbol(f"{prefix}{next(_symbol_counter)}")
 
 
-Dim = Union[int, Symbol]
+Dim = int | Symbol
 Shape = tuple  # tuple[Dim, ...]
 
 
@@ -244,10 +244,10 @@ class TensorType(Type):
     def is_static(self) -> bool:
         return is_static_shape(self.shape)
 
-    def with_shape(self, shape: tuple | None) -> "TensorType":
+    def with_shape(self, shape: tuple | None) -> TensorType:
         return TensorType(self.dtype, shape)
 
-    def with_dtype(self, dt: DType) -> "TensorType":
+    def with_dtype(self, dt: DType) -> TensorType:
         return TensorType(dt, self.shape)
 
     def symbols(self) -> list[Symbol]:
@@ -306,11 +306,11 @@ class StateType(Type):
         return format_type(self)
 
 
-def tensor(dt: "str | DType", shape: Iterable[Dim] | None = ()) -> TensorType:
+def tensor(dt: str | DType, shape: Iterable[Dim] | None = ()) -> TensorType:
     return TensorType(dtype(dt), None if shape is None else tuple(shape))
 
 
-def scalar(dt: "str | DType") -> TensorType:
+def scalar(dt: str | DType) -> TensorType:
     return TensorType(dtype(dt), ())
 
 

@@ -2,8 +2,9 @@
 
 Each ``tests/ops/test_oracle_*.py`` module declares ``ORACLE = {op: "oracle used"}`` and tests
 every op it declares against that independent oracle (onnxruntime, onnx.reference, torch, the
-WebNN vectors). Ops no oracle covers are listed in ``tests/ops/test_spec_formulas.py`` with the
-reason, and are checked there against formulas written from the spec text.
+WebNN vectors). Ops no oracle covers are listed, with the reason, in the docstring and the
+``FORMULA_CHECKED = {op: reason}`` table of a ``tests/ops/test_formulas_*.py`` module, and are
+checked there against expected values written in the test from the spec text.
 """
 
 from __future__ import annotations
@@ -19,16 +20,14 @@ def _tables() -> tuple[dict[str, str], dict[str, str]]:
     here = Path(__file__).parent
     oracle: dict[str, str] = {}
     formulas: dict[str, str] = {}
-    for info in pkgutil.iter_modules([str(here)]):
+    for info in sorted(pkgutil.iter_modules([str(here)]), key=lambda m: m.name):
         if info.name.startswith("test_oracle_") and info.name != "test_oracle_coverage":
             mod = importlib.import_module(f"tests.ops.{info.name}")
             for op, how in getattr(mod, "ORACLE", {}).items():
                 oracle.setdefault(op, how)
-    try:
-        mod = importlib.import_module("tests.ops.test_spec_formulas")
-        formulas = dict(getattr(mod, "FORMULA_CHECKED", {}))
-    except ModuleNotFoundError:
-        pass
+        elif info.name.startswith("test_formulas_"):
+            mod = importlib.import_module(f"tests.ops.{info.name}")
+            formulas.update(getattr(mod, "FORMULA_CHECKED", {}))
     return oracle, formulas
 
 
