@@ -55,7 +55,7 @@ class ConverterError(Exception):
         where = self.where()
         return f"{where}: {self.message}" if where else self.message
 
-    def with_location(self, **where: Any) -> "ConverterError":
+    def with_location(self, **where: Any) -> ConverterError:
         """Fill in location fields that are still unknown (inner code rarely knows the file)."""
         for key, value in where.items():
             if value is not None and getattr(self, key, None) is None:
