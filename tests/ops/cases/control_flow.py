@@ -2,6 +2,7 @@
 
 import numpy as np
 
+from converter.ir.types import scalar
 from tests.ops.harness import Case
 
 
@@ -22,7 +23,7 @@ def _loop(b, x):
 CASES = [
     Case("const", build=lambda b: b.const(np.arange(6, dtype=np.float32).reshape(2, 3))),
     Case("_const_symbolic", build=lambda b: b.add_op("_const_symbolic", {}, attributes={"val": np.int32(3)},
-                                                     output_types=[__import__("converter.ir.types", fromlist=["x"]).scalar("int32")]).outputs[0]),
+                                                     output_types=[scalar("int32")]).outputs[0]),
     Case("cond", inputs={"x": np.ones((2, 3), np.float32), "flag": np.array(True)}, build=_cond, id="true"),
     Case("cond", inputs={"x": np.ones((2, 3), np.float32), "flag": np.array(False)}, build=_cond, id="false"),
     Case("while_loop", inputs={"x": np.ones((2, 3), np.float32)}, build=_loop),
