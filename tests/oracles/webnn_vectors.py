@@ -23,7 +23,10 @@ _NP = {
 
 def _decode(x: Any) -> Any:
     if isinstance(x, str):
-        return {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}.get(x, x)
+        special = {"NaN": np.nan, "Infinity": np.inf, "-Infinity": -np.inf}
+        if x in special:
+            return special[x]
+        return int(x[:-1] if x.endswith("n") else x)  # BigInt literal, e.g. "9007199254740995n"
     if isinstance(x, list):
         return [_decode(v) for v in x]
     return x
@@ -36,7 +39,6 @@ def make_array(desc: dict) -> np.ndarray:
     data = _decode(desc["data"])
     if not isinstance(data, list):
         return np.full(shape, data, dtype=np.float64).astype(dt)
-    data = [int(v) if isinstance(v, str) else v for v in data]
     return np.array(data, dtype=np.float64 if dt in (np.float16, np.float32) else object).astype(dt).reshape(shape)
 
 

@@ -1,0 +1,78 @@
+"""Symbol bookkeeping: collect the symbols of a program and rename them deterministically.
+
+Frontends create fresh symbols for unknown dimensions; their process-wide counter makes names
+depend on history. ``canonicalize_symbols`` renames every symbol that is not pinned (a flexible
+input dimension keeps its name) to ``s0, s1, ...`` in order of first appearance, so loading the same
+model twice gives the same program text.
+"""
+
+from __future__ import annotations
+
+from typing import Callable, Iterator
+
+from .core import Block, Program, Value
+from .types import DictType, ListType, StateType, Symbol, TensorType, TupleType, Type
+
+
+def map_type(t: Type, fn: Callable[[Symbol], Symbol]) -> Type:
+    """``t`` with every symbol replaced by ``fn(symbol)``."""
+    if isinstance(t, TensorType):
+        if t.shape is None:
+            return t
+        return TensorType(t.dtype, tuple(fn(d) if isinstance(d, Symbol) else d for d in t.shape))
+    if isinstance(t, ListType):
+        length = fn(t.length) if isinstance(t.length, Symbol) else t.length
+        return ListType(map_type(t.elem, fn), length, t.dynamic_length)
+    if isinstance(t, TupleType):
+        return TupleType(tuple(map_type(x, fn) for x in t.types))
+    if isinstance(t, DictType):
+        return DictType(map_type(t.key, fn), map_type(t.value, fn))
+    if isinstance(t, StateType):
+        wrapped = map_type(t.wrapped, fn)
+        assert isinstance(wrapped, TensorType)
+        return StateType(wrapped)
+    return t
+
+
+def type_symbols(t: Type) -> Iterator[Symbol]:
+    found: list[Symbol] = []
+    map_type(t, lambda s: found.append(s) or s)
+    return iter(found)
+
+
+def _block_values(block: Block) -> Iterator[Value]:
+    yield from block.inputs
+    for op in block.ops:
+        for b in op.blocks:
+            yield from _block_values(b)
+        yield from op.outputs
+
+
+def program_values(prog: Program) -> Iterator[Value]:
+    """Every value of the program in definition order (nested block values before the op's outputs)."""
+    for fn in prog.functions.values():
+        yield from _block_values(fn.block)
+
+
+def canonicalize_symbols(prog: Program, keep: set[str] | None = None, prefix: str = "s") -> None:
+    """Rename unpinned symbols to ``{prefix}0, {prefix}1, ...`` in order of first appearance."""
+    keep = set(keep or ())
+    taken = set(keep)
+    mapping: dict[str, Symbol] = {}
+    counter = 0
+
+    def rename(s: Symbol) -> Symbol:
+        nonlocal counter
+        if s.name in keep:
+            return s
+        got = mapping.get(s.name)
+        if got is None:
+            while f"{prefix}{counter}" in taken:
+                counter += 1
+            got = Symbol(f"{prefix}{counter}", s.lower, s.upper, s.choices)
+            taken.add(got.name)
+            mapping[s.name] = got
+        return got
+
+    for v in program_values(prog):
+        v.type = map_type(v.type, rename)
