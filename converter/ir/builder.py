@@ -66,6 +66,8 @@ def _literal_dtype(spec: InputSpec | None, val: Any, domain_dtype: DType | None)
         return domain_dtype
     flat = np.asarray(val)
     allowed = list(spec.types) if spec is not None and spec.types else []
+    if flat.size == 0 and allowed:
+        return dtype(allowed[0])  # an empty list has no element type of its own
     if flat.dtype.kind == "b":
         return dtype("bool")
     if flat.dtype.kind in ("U", "S", "O"):

@@ -8,7 +8,7 @@ model twice gives the same program text.
 
 from __future__ import annotations
 
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 from .core import Block, Program, Value
 from .types import DictType, ListType, StateType, Symbol, TensorType, TupleType, Type

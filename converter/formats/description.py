@@ -1,0 +1,225 @@
+"""Core ML model descriptions (FeatureType) <-> IR types, shared by frontends and backends.
+
+A feature's flexible shape (``shapeRange``, ``enumeratedShapes``, ``imageSizeRange``,
+``enumeratedSizes``) becomes bounds (or choices) on the symbols of the matching IR dimensions; the
+original FeatureType bytes are kept on the function (``FeatureInfo``) so that writing the same kind
+of model gives the description back unchanged.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ..ir.core import FeatureInfo, Function
+from ..ir.types import DictType, DType, StateType, Symbol, TensorType, Type, dtype, is_static_dim
+from .proto import FeatureTypes_pb2
+
+ARRAY_DTYPE = FeatureTypes_pb2.ArrayFeatureType
+IMAGE = FeatureTypes_pb2.ImageFeatureType
+
+ARRAY_DTYPE_TO_IR = {
+    ARRAY_DTYPE.FLOAT32: "fp32",
+    ARRAY_DTYPE.DOUBLE: "fp64",
+    ARRAY_DTYPE.INT32: "int32",
+    ARRAY_DTYPE.INT8: "int8",
+    ARRAY_DTYPE.FLOAT16: "fp16",
+}
+IR_TO_ARRAY_DTYPE = {v: k for k, v in ARRAY_DTYPE_TO_IR.items()}
+# Minimum specification version for a multiarray feature of this dtype.
+ARRAY_DTYPE_MIN_SPEC = {"fp32": 1, "fp64": 1, "int32": 1, "int8": 9, "fp16": 7}
+
+
+class DescriptionError(Exception):
+    """A feature description the converter cannot map (callers add the file and feature name)."""
+
+
+def feature_kind(ft: FeatureTypes_pb2.FeatureType) -> str:
+    return ft.WhichOneof("Type") or "none"
+
+
+def feature_from_bytes(data: bytes | None) -> FeatureTypes_pb2.FeatureType | None:
+    if data is None:
+        return None
+    ft = FeatureTypes_pb2.FeatureType()
+    ft.ParseFromString(data)
+    return ft
+
+
+def array_dtype(ft: FeatureTypes_pb2.FeatureType) -> DType:
+    code = ft.multiArrayType.dataType
+    name = ARRAY_DTYPE_TO_IR.get(code)
+    if name is None:
+        raise DescriptionError(f"unknown multiArray data type {code}")
+    return dtype(name)
+
+
+def image_channels(ft: FeatureTypes_pb2.FeatureType) -> int:
+    cs = ft.imageType.colorSpace
+    if cs in (IMAGE.GRAYSCALE, IMAGE.GRAYSCALE_FLOAT16):
+        return 1
+    if cs in (IMAGE.RGB, IMAGE.BGR):
+        return 3
+    raise DescriptionError(f"image feature has no valid colour space ({cs})")
+
+
+def dimension_bounds(ft: FeatureTypes_pb2.FeatureType, rank: int) -> list[dict[str, Any] | None]:
+    """Per axis of the IR tensor: None (fixed), or {lower, upper, choices} for a flexible axis.
+
+    For images the IR tensor is [1, C, H, W]: axes 2 and 3 carry the size flexibility.
+    """
+    out: list[dict[str, Any] | None] = [None] * rank
+    kind = feature_kind(ft)
+    if kind == "multiArrayType":
+        ma = ft.multiArrayType
+        flex = ma.WhichOneof("ShapeFlexibility")
+        if flex == "shapeRange":
+            for i, r in enumerate(ma.shapeRange.sizeRanges[:rank]):
+                upper = None if r.upperBound < 0 else int(r.upperBound)
+                if upper is None or upper != r.lowerBound:
+                    out[i] = {"lower": int(r.lowerBound), "upper": upper, "choices": None}
+        elif flex == "enumeratedShapes":
+            shapes = [list(s.shape) for s in ma.enumeratedShapes.shapes]
+            for i in range(rank):
+                sizes = sorted({s[i] for s in shapes if len(s) > i})
+                if len(sizes) > 1:
+                    out[i] = {"lower": sizes[0], "upper": sizes[-1], "choices": tuple(sizes)}
+    elif kind == "imageType" and rank == 4:
+        im = ft.imageType
+        flex = im.WhichOneof("SizeFlexibility")
+        if flex == "imageSizeRange":
+            for axis, r in ((2, im.imageSizeRange.heightRange), (3, im.imageSizeRange.widthRange)):
+                upper = None if r.upperBound < 0 else int(r.upperBound)
+                if upper is None or upper != r.lowerBound:
+                    out[axis] = {"lower": int(r.lowerBound), "upper": upper, "choices": None}
+        elif flex == "enumeratedSizes":
+            hs = sorted({int(s.height) for s in im.enumeratedSizes.sizes})
+            ws = sorted({int(s.width) for s in im.enumeratedSizes.sizes})
+            if len(hs) > 1:
+                out[2] = {"lower": hs[0], "upper": hs[-1], "choices": tuple(hs)}
+            if len(ws) > 1:
+                out[3] = {"lower": ws[0], "upper": ws[-1], "choices": tuple(ws)}
+    return out
+
+
+def apply_bounds(t: Type, ft: FeatureTypes_pb2.FeatureType | None) -> Type:
+    """Attach flexible-shape bounds from a feature description to ``t``'s symbolic dims."""
+    if ft is None or not isinstance(t, TensorType) or t.shape is None:
+        return t
+    bounds = dimension_bounds(ft, len(t.shape))
+    dims = []
+    for d, b in zip(t.shape, bounds):
+        if isinstance(d, Symbol) and b is not None:
+            d = Symbol(d.name, b["lower"], b["upper"], b["choices"])
+        dims.append(d)
+    return TensorType(t.dtype, tuple(dims))
+
+
+def feature_to_type(ft: FeatureTypes_pb2.FeatureType, new_symbol: Callable[[], Symbol]) -> Type:
+    """The IR type of a model input/output feature (multiArray, image, scalar, dict, state)."""
+    kind = feature_kind(ft)
+    if kind == "multiArrayType":
+        ma = ft.multiArrayType
+        shape = list(ma.shape)
+        if not shape and ma.WhichOneof("ShapeFlexibility") == "enumeratedShapes" and ma.enumeratedShapes.shapes:
+            shape = list(ma.enumeratedShapes.shapes[0].shape)
+        if not shape and ma.WhichOneof("ShapeFlexibility") == "shapeRange":
+            shape = [r.lowerBound for r in ma.shapeRange.sizeRanges]
+        if not shape:
+            return TensorType(array_dtype(ft), None)
+        bounds = dimension_bounds(ft, len(shape))
+        dims = [int(s) if b is None else _bounded_symbol(new_symbol(), b) for s, b in zip(shape, bounds)]
+        return TensorType(array_dtype(ft), tuple(dims))
+    if kind == "imageType":
+        im = ft.imageType
+        dt = dtype("fp16") if im.colorSpace == IMAGE.GRAYSCALE_FLOAT16 else dtype("fp32")
+        shape = [1, image_channels(ft), int(im.height), int(im.width)]
+        bounds = dimension_bounds(ft, 4)
+        dims = [s if b is None else _bounded_symbol(new_symbol(), b) for s, b in zip(shape, bounds)]
+        return TensorType(dt, tuple(dims))
+    if kind == "int64Type":
+        return TensorType(dtype("int64"), ())
+    if kind == "doubleType":
+        return TensorType(dtype("fp64"), ())
+    if kind == "stringType":
+        return TensorType(dtype("string"), ())
+    if kind == "dictionaryType":
+        key = "int64" if ft.dictionaryType.WhichOneof("KeyType") == "int64KeyType" else "string"
+        return DictType(TensorType(dtype(key), ()), TensorType(dtype("fp64"), ()))
+    if kind == "stateType":
+        inner = FeatureTypes_pb2.FeatureType()
+        inner.multiArrayType.CopyFrom(ft.stateType.arrayType)
+        wrapped = feature_to_type(inner, new_symbol)
+        assert isinstance(wrapped, TensorType)
+        return StateType(wrapped)
+    raise DescriptionError(f"feature type '{kind}' is not supported")
+
+
+def _bounded_symbol(s: Symbol, b: dict[str, Any]) -> Symbol:
+    return Symbol(s.name, b["lower"], b["upper"], b["choices"])
+
+
+def type_to_feature(t: Type, *, optional: bool = False) -> FeatureTypes_pb2.FeatureType:
+    """A FeatureType describing IR type ``t`` (multiArray for tensors; flexible dims as ranges)."""
+    ft = FeatureTypes_pb2.FeatureType()
+    if isinstance(t, StateType):
+        ft.stateType.arrayType.CopyFrom(type_to_feature(t.wrapped).multiArrayType)
+        return ft
+    if isinstance(t, DictType):
+        if t.key.dtype.name == "int64":  # type: ignore[union-attr]
+            ft.dictionaryType.int64KeyType.SetInParent()
+        else:
+            ft.dictionaryType.stringKeyType.SetInParent()
+        return ft
+    if not isinstance(t, TensorType):
+        raise DescriptionError(f"no Core ML feature type for {t}")
+    if t.dtype.name == "string" and t.shape == ():
+        ft.stringType.SetInParent()
+        return ft
+    if t.dtype.name == "int64" and t.shape == ():
+        ft.int64Type.SetInParent()
+        return ft
+    code = IR_TO_ARRAY_DTYPE.get(t.dtype.name)
+    if code is None:
+        raise DescriptionError(f"Core ML multiArray features cannot hold {t.dtype.name}")
+    ma = ft.multiArrayType
+    ma.dataType = code
+    if t.shape is not None:
+        symbolic = [d for d in t.shape if isinstance(d, Symbol)]
+        choices = [d for d in symbolic if d.choices]
+        if choices and len({len(d.choices) for d in choices}) == 1 and len(choices) == len(symbolic):
+            # enumerated shapes: one shape per choice index (the axes vary together)
+            n = len(choices[0].choices)
+            for k in range(n):
+                shp = ma.enumeratedShapes.shapes.add()
+                shp.shape.extend(int(d) if is_static_dim(d) else d.choices[k] for d in t.shape)
+            ma.shape.extend(int(d) if is_static_dim(d) else d.choices[0] for d in t.shape)
+        else:
+            ma.shape.extend(int(d) if is_static_dim(d) else d.lower for d in t.shape)
+            if symbolic:
+                for d in t.shape:
+                    r = ma.shapeRange.sizeRanges.add()
+                    if is_static_dim(d):
+                        r.lowerBound, r.upperBound = int(d), int(d)
+                    else:
+                        r.lowerBound = d.lower
+                        r.upperBound = -1 if d.upper is None else d.upper
+    if optional:
+        ft.isOptional = True
+    return ft
+
+
+def feature_min_spec_version(ft: FeatureTypes_pb2.FeatureType) -> int:
+    kind = feature_kind(ft)
+    if kind == "multiArrayType":
+        return ARRAY_DTYPE_MIN_SPEC.get(ARRAY_DTYPE_TO_IR.get(ft.multiArrayType.dataType, "fp32"), 1)
+    if kind == "imageType" and ft.imageType.colorSpace == IMAGE.GRAYSCALE_FLOAT16:
+        return 7
+    if kind == "stateType":
+        return 9
+    return 1
+
+
+def feature_info_for(fn: Function, name: str, kind: str) -> FeatureInfo | None:
+    table = {"input": fn.input_info, "output": fn.output_info, "state": fn.state_info}[kind]
+    return table.get(name)
