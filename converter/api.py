@@ -1,0 +1,72 @@
+"""The library entry points: load, save, convert, run.
+
+``load`` picks the frontend from the model's type; ``save`` picks the backend from the path and
+options; ``run`` feeds a program the way a Core ML app would (declared shapes, any numeric dtype,
+images as H x W x 3 uint8 RGB arrays) and returns outputs as Core ML reports them (classifier
+probabilities as a dict).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any, Mapping
+
+from .errors import UnsupportedError
+from .formats.model_file import read_model_file
+from .ir.core import Program
+
+# Model types a frontend reads, by the name of the Model.Type oneof member.
+_NEURAL_NETWORK_TYPES = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor",
+                         "pipeline", "pipelineClassifier", "pipelineRegressor")
+
+
+def load(path: str | os.PathLike) -> Program:
+    """Read a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory) into the IR."""
+    mf = read_model_file(path)
+    kind = mf.model.WhichOneof("Type")
+    if kind == "mlProgram":
+        from .frontends.mil import load_mil_program
+
+        return load_mil_program(mf)
+    if kind in _NEURAL_NETWORK_TYPES:
+        try:
+            from .frontends.neuralnetwork import load_neural_network
+        except ImportError:  # pragma: no cover - until the NeuralNetwork frontend lands
+            raise UnsupportedError(f"model type '{kind}' is not supported yet", file=str(path)) from None
+        return load_neural_network(mf)
+    raise UnsupportedError(
+        f"model type '{kind or 'none'}' cannot be converted: only neural networks (NeuralNetwork, "
+        f"classifier, regressor, pipelines of them) and ML programs are supported",
+        file=str(path),
+    )
+
+
+def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None) -> Path:
+    """Write ``program``. ``to``: "mil" (default; ``.mlpackage``, or a bare ``.mlmodel`` when the path
+    ends in .mlmodel and every value can be immediate). ``target``: MIL opset "iOS15".."iOS18"."""
+    fmt = (to or "mil").lower()
+    if fmt in ("mil", "mlprogram", "mlpackage"):
+        from .backends.mil import save_mlprogram
+
+        return save_mlprogram(program, path, target=target)
+    raise UnsupportedError(f"unknown output format '{to}' (supported: mil)")
+
+
+def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
+            target: str | None = None) -> Program:
+    """Load ``src`` (a path or a Program), and write it as ``to`` at ``out`` when given."""
+    prog = src if isinstance(src, Program) else load(src)
+    if out is not None:
+        save(prog, out, target=target, to=to)
+    return prog
+
+
+def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
+    """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring)."""
+    from .runtime_io import adapt_feeds, adapt_outputs
+    from .ir.interpreter import Interpreter
+
+    fn = program.functions[function or program.default_function]
+    out = Interpreter(program, seed=seed).run(adapt_feeds(fn, feeds), fn.name)
+    return adapt_outputs(fn, out)

@@ -1,0 +1,398 @@
+"""IR -> MIL program (Core ML ``mlProgram``), written as an ``.mlpackage`` or a bare ``.mlmodel``.
+
+- Target opset: ``target="iOS15".."iOS18"``; by default the program's own opset raised to the
+  lowest opset that has every op used (see ``default_target``).
+  An op (or a parameter of it) the target lacks is an UnsupportedError listing every offender.
+- Constants of >= 10 elements whose dtype a blob can hold go to ``weights/weight.bin`` (64-byte
+  aligned, identical blobs stored once); the rest are immediate values.
+- Names become valid MIL identifiers, unique per function; the IR itself is not modified.
+- The model description comes from the functions' signatures; features a frontend recorded
+  (images, classifier outputs, flexible shapes, doc strings) are written back unchanged when they
+  still fit the function's types.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ...errors import ConverterError, FormatError, UnsupportedError
+from ...formats import description as desc
+from ...formats.blob import BlobWriter
+from ...formats.milproto import CodecError, type_to_proto, value_to_proto, value_type
+from ...formats.model_file import write_mlmodel
+from ...formats.package import WEIGHT_FILE_REF, write_package
+from ...formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2
+from ...ir.core import Block, FeatureInfo, Function, Op, Program, Value
+from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
+from ...ir.types import StateType, TensorType, Type, fresh_symbol, types_compatible
+from ...ir.verify import is_compile_time_const
+
+BLOB_MIN_ELEMENTS = 10
+_BLOB_DTYPES = {"fp16", "fp32", "uint8", "int8"}
+_BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {"uint16", "int16", "int32", "uint32", "int4", "uint1", "uint2", "uint3",
+                                     "uint4", "uint6"}
+_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_@]*$")
+
+
+# ---------------------------------------------------------------------------------------------
+# Target selection
+
+
+# The lowest opset whose model description can carry a function input/output of this dtype.
+_IO_DTYPE_OPSET = {"fp16": "iOS16", "int8": "iOS18"}
+
+
+def _op_min_opset(op: Op, is_const: Callable[[Value], bool]) -> int:
+    """Index of the lowest opset whose version of ``op`` accepts its current inputs."""
+    first = first_opset(op.type)
+    if first is None:
+        return 0
+    for i in range(opset_index(first), len(OPSETS)):
+        try:
+            get_opdef(op.type, OPSETS[i]).check_inputs(op, is_const)
+            return i
+        except ConverterError:
+            continue
+    return len(OPSETS) - 1
+
+
+def default_target(prog: Program) -> str:
+    """The program's own opset (a loaded model keeps its deployment target), raised to the lowest
+    opset that can express every op and feature it uses. Frontends that build programs from
+    scratch (NeuralNetwork migration, the builder) start at iOS15, so for them this is exactly the
+    lowest opset that has every op used."""
+    own = max(opset_index(fn.opset) for fn in prog.functions.values())
+    return OPSETS[max(own, opset_index(required_opset(prog)))]
+
+
+def required_opset(prog: Program) -> str:
+    """The lowest opset in which every op of the program, and its inputs/outputs, can be written."""
+    memo: dict[int, bool] = {}
+    need = 0
+    for fn in prog.functions.values():
+        for op in fn.walk():
+            need = max(need, _op_min_opset(op, lambda v: is_compile_time_const(v, memo)))
+        for v in list(fn.inputs) + list(fn.outputs):
+            t = v.type.wrapped if isinstance(v.type, StateType) else v.type
+            if isinstance(v.type, StateType):
+                need = max(need, opset_index("iOS18"))
+            if isinstance(t, TensorType) and t.dtype.name in _IO_DTYPE_OPSET:
+                need = max(need, opset_index(_IO_DTYPE_OPSET[t.dtype.name]))
+    if len(prog.functions) > 1:
+        need = max(need, opset_index("iOS18"))
+    return OPSETS[need]
+
+
+def check_target(prog: Program, target: str) -> None:
+    """Raise one UnsupportedError listing every op (and parameter) the target opset lacks."""
+    opset_index(target)
+    memo: dict[int, bool] = {}
+    problems: list[str] = []
+    for fn in prog.functions.values():
+        for op in fn.walk():
+            if op.opdef is not None and op.opdef.ir_only:
+                problems.append(f"'{op.name}' ({op.type}) is an IR op with no MIL form")
+                continue
+            try:
+                opdef = get_opdef(op.type, target)
+            except UnsupportedError as e:
+                problems.append(f"'{op.name}' ({op.type}): {e.message}")
+                continue
+            try:
+                opdef.check_inputs(op, lambda v: is_compile_time_const(v, memo))
+            except ConverterError as e:
+                problems.append(f"'{op.name}' ({op.type}): {e.message} (in {target})")
+    if problems:
+        raise UnsupportedError(f"cannot target {target}: " + "; ".join(problems))
+
+
+# ---------------------------------------------------------------------------------------------
+# Naming
+
+
+class _Names:
+    """Valid MIL identifiers, unique within their scope; the IR is left untouched.
+
+    Sibling blocks (a cond's two branches, a loop's cond and body) are separate scopes and may
+    reuse each other's names, as coremltools' own programs do; names defined after an op never
+    reuse a name from inside its blocks.
+    """
+
+    def __init__(self, taken: set[str] | None = None, of: dict[int, str] | None = None) -> None:
+        self.taken: set[str] = set(taken or ())
+        self.of: dict[int, str] = of if of is not None else {}
+
+    def child(self) -> _Names:
+        return _Names(self.taken, self.of)
+
+    @staticmethod
+    def sanitize(name: str) -> str:
+        s = re.sub(r"[^A-Za-z0-9_@]", "_", name or "v")
+        if not re.match(r"[A-Za-z_]", s):
+            s = "_" + s
+        return s
+
+    def claim(self, base: str) -> str:
+        base = self.sanitize(base)
+        name, n = base, 0
+        while name in self.taken:
+            n += 1
+            name = f"{base}_{n}"
+        self.taken.add(name)
+        return name
+
+    def define(self, v: Value) -> str:
+        got = self.of.get(id(v))
+        if got is None:
+            got = self.of[id(v)] = self.claim(v.name)
+        return got
+
+    def __getitem__(self, v: Value) -> str:
+        return self.of[id(v)]
+
+
+# ---------------------------------------------------------------------------------------------
+# Program emission
+
+
+@dataclass
+class _Emitter:
+    target: str
+    store_blob: Callable[[np.ndarray, TensorType], tuple[str, int] | None] | None
+    # per function: the MIL names of its inputs and outputs, for the model description
+    signatures: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+
+    def program(self, prog: Program) -> MIL_pb2.Program:
+        out = MIL_pb2.Program(version=1, docString=prog.doc_string)
+        for k, v in prog.attributes.items():
+            self.attribute(out.attributes[k], v, f"program attribute '{k}'")
+        for name, fn in prog.functions.items():
+            self.function(fn, out.functions[name])
+        return out
+
+    def attribute(self, out: MIL_pb2.Value, val: Any, what: str) -> None:
+        if isinstance(val, str):
+            val = np.array(val)
+        try:
+            value_to_proto(val, value_type(val), out)
+        except (CodecError, TypeError) as e:
+            raise UnsupportedError(f"{what} cannot be written: {e}") from None
+
+    def function(self, fn: Function, out: MIL_pb2.Function) -> None:
+        names = _Names()
+        mil_opset = OPSET_TO_MIL[self.target]
+        out.opset = mil_opset
+        for v in fn.inputs:
+            nvt = out.inputs.add()
+            nvt.name = names.define(v)
+            type_to_proto(v.type, nvt.type)
+        for k, v in fn.attributes.items():
+            self.attribute(out.attributes[k], v, f"function '{fn.name}' attribute '{k}'")
+        bout = out.block_specializations[mil_opset]
+        self.block(fn.block, bout, names, fn)
+        self.signatures[fn.name] = ([names[v] for v in fn.inputs], list(bout.outputs))
+
+    def block(self, block: Block, out: MIL_pb2.Block, names: _Names, fn: Function) -> None:
+        for v in block.inputs:
+            if v.owner is block and block.function is None:
+                nvt = out.inputs.add()
+                nvt.name = names.define(v)
+                type_to_proto(v.type, nvt.type)
+        for k, v in block.attributes.items():
+            self.attribute(out.attributes[k], v, f"block attribute '{k}'")
+        for op in block.ops:
+            self.operation(op, out.operations.add(), names, fn)
+        emitted: set[str] = set()
+        for v in block.outputs:
+            name = names[v]
+            if block.function is not None and (v.is_block_input or name in emitted):
+                # A function output must be produced by an op and named once: copy it.
+                name = self.identity(out, v, names)
+            emitted.add(name)
+            out.outputs.append(name)
+
+    def identity(self, out: MIL_pb2.Block, v: Value, names: _Names) -> str:
+        name = names.claim(f"{v.name}_out")
+        op = out.operations.add()
+        op.type = "identity"
+        op.inputs["x"].arguments.add().name = names[v]
+        nvt = op.outputs.add()
+        nvt.name = name
+        type_to_proto(v.type, nvt.type)
+        self.attribute(op.attributes["name"], name, "op name")
+        return name
+
+    def operation(self, op: Op, out: MIL_pb2.Operation, names: _Names, fn: Function) -> None:
+        out.type = op.type
+        where = {"function": fn.name, "op": op.name, "op_type": op.type}
+        for key, arg in op.inputs.items():
+            binding_list = out.inputs[key]
+            for v in arg if isinstance(arg, tuple) else (arg,):
+                binding_list.arguments.add().name = names[v]
+        inner_names: set[str] = set()
+        for nested in op.blocks:
+            scope = names.child()
+            self.block(nested, out.blocks.add(), scope, fn)
+            inner_names |= scope.taken
+        names.taken |= inner_names
+        for v in op.outputs:
+            nvt = out.outputs.add()
+            nvt.name = names.define(v)
+            try:
+                type_to_proto(v.type, nvt.type)
+            except CodecError as e:
+                raise UnsupportedError(str(e), **where) from None
+        op_name = names.sanitize(op.name)
+        if op.outputs and op.name == op.outputs[0].name:
+            op_name = names[op.outputs[0]]
+        self.attribute(out.attributes["name"], op_name, "op name")
+        for k, val in op.attributes.items():
+            if k == "val" and op.type in ("const", "_const_symbolic"):
+                t = op.outputs[0].type
+                try:
+                    value_to_proto(val, t, out.attributes["val"], self.store_blob)
+                except CodecError as e:
+                    raise UnsupportedError(f"constant cannot be written: {e}", **where) from None
+                continue
+            self.attribute(out.attributes[k], val, f"attribute '{k}'")
+
+
+def _blob_policy(target: str, writer_write: Callable[[np.ndarray, str], int]):
+    allowed = _BLOB_DTYPES_IOS18 if opset_index(target) >= opset_index("iOS18") else _BLOB_DTYPES
+
+    def store(arr: np.ndarray, t: TensorType) -> tuple[str, int] | None:
+        if arr.size < BLOB_MIN_ELEMENTS or t.dtype.name not in allowed:
+            return None
+        return WEIGHT_FILE_REF, writer_write(arr, t.dtype.name)
+
+    return store
+
+
+# ---------------------------------------------------------------------------------------------
+# Model description
+
+
+def _feature(info: FeatureInfo | None, name: str, t: Type, out: Model_pb2.FeatureDescription) -> int:
+    """Fill a FeatureDescription; returns the minimum spec version it needs."""
+    out.name = name
+    ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
+    if ft is not None and not _feature_fits(ft, t):
+        ft = None
+    if ft is None:
+        try:
+            ft = desc.type_to_feature(t)
+        except desc.DescriptionError as e:
+            raise UnsupportedError(f"feature '{name}': {e}") from None
+    out.type.CopyFrom(ft)
+    if info is not None and info.short_description:
+        out.shortDescription = info.short_description
+    return desc.feature_min_spec_version(ft)
+
+
+def _feature_fits(ft: FeatureTypes_pb2.FeatureType, t: Type) -> bool:
+    """Whether a recorded feature type still describes IR type ``t``."""
+    try:
+        described = desc.feature_to_type(ft, fresh_symbol)
+    except desc.DescriptionError:
+        return False
+    if isinstance(t, TensorType) and isinstance(described, TensorType) and described.shape is None:
+        return described.dtype == t.dtype
+    return types_compatible(described, t) or (
+        isinstance(t, TensorType) and isinstance(described, TensorType) and described.dtype == t.dtype
+        and t.shape is not None and described.shape is not None and len(t.shape) == len(described.shape)
+        and desc.feature_kind(ft) == "multiArrayType" and not ft.multiArrayType.shape
+    )
+
+
+def _describe(prog: Program, model: Model_pb2.Model, signatures: dict[str, tuple[list[str], list[str]]]) -> int:
+    d = model.description
+    original = Model_pb2.ModelDescription()
+    if prog.meta.get("model_description"):
+        original.ParseFromString(prog.meta["model_description"])
+    if original.HasField("metadata"):
+        d.metadata.CopyFrom(original.metadata)
+    if original.predictedFeatureName:
+        d.predictedFeatureName = original.predictedFeatureName
+    if original.predictedProbabilitiesName:
+        d.predictedProbabilitiesName = original.predictedProbabilitiesName
+    d.trainingInput.extend(original.trainingInput)
+    need = 1
+
+    def fill(fn: Function, target: Any) -> None:
+        nonlocal need
+        in_names, out_names = signatures[fn.name]
+        for v, name in zip(fn.inputs, in_names):
+            kind = "state" if isinstance(v.type, StateType) else "input"
+            info = (fn.state_info if kind == "state" else fn.input_info).get(v.name)
+            need = max(need, _feature(info, name, v.type, getattr(target, kind).add()))
+        for v, name in zip(fn.outputs, out_names):
+            info = fn.output_info.get(name) or fn.output_info.get(v.name)
+            need = max(need, _feature(info, name, v.type, target.output.add()))
+
+    main = prog.main
+    fill(main, d)
+    if len(prog.functions) > 1:
+        need = max(need, 9)
+        d.defaultFunctionName = prog.default_function
+        for name, fn in prog.functions.items():
+            fd = d.functions.add()
+            fd.name = name
+            fill(fn, fd)
+    return need
+
+
+def program_to_model(prog: Program, *, target: str | None = None,
+                     store_blob: Callable[[np.ndarray, TensorType], tuple[str, int] | None] | None = None
+                     ) -> Model_pb2.Model:
+    """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``)."""
+    target = target or default_target(prog)
+    check_target(prog, target)
+    model = Model_pb2.Model()
+    emitter = _Emitter(target, store_blob)
+    model.mlProgram.CopyFrom(emitter.program(prog))
+    need = _describe(prog, model, emitter.signatures)
+    model.specificationVersion = max(OPSET_TO_SPEC_VERSION[target], need)
+    model.isUpdatable = False
+    return model
+
+
+def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None = None,
+                   single_file: bool | None = None) -> Path:
+    """Write ``prog`` as an ``.mlpackage`` (default) or, when asked and possible, a bare ``.mlmodel``.
+
+    A bare ``.mlmodel`` holds every value immediately; it is chosen by ``single_file=True`` or by a
+    path ending in ``.mlmodel``. Outputs are written atomically: nothing appears at ``path`` unless
+    the whole model was written.
+    """
+    path = Path(path)
+    target = target or default_target(prog)
+    if single_file is None:
+        single_file = path.suffix == ".mlmodel"
+    try:
+        if single_file:
+            model = program_to_model(prog, target=target, store_blob=None)
+            write_mlmodel(path, model)
+            return path
+        holder: dict[str, Model_pb2.Model] = {}
+
+        def write_weights(weights_dir: Path) -> None:
+            with BlobWriter(weights_dir / "weight.bin") as writer:
+                holder["model"] = program_to_model(prog, target=target,
+                                                   store_blob=_blob_policy(target, writer.write))
+
+        return write_package(path, lambda: holder["model"].SerializeToString(), write_weights)
+    except ConverterError as e:
+        e.with_location(file=str(path))
+        raise
+    except OSError as e:
+        raise FormatError(f"cannot write: {e.strerror or e}", file=str(path)) from None
+
+
+__all__ = ["check_target", "default_target", "program_to_model", "required_opset", "save_mlprogram"]

@@ -1,0 +1,297 @@
+"""MIL program (Core ML ``mlProgram``) -> IR.
+
+Generic: every operation is looked up in the op registry by type and opset; its bindings become
+IR inputs (immediate values become ``const`` ops placed right before their user), its declared
+output types are kept (refined with inferred ones where the file leaves dims unknown), nested
+blocks keep their own scopes. Blob values are zero-copy views into the memory-mapped weight file.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..errors import ConverterError, FormatError, TypeInferenceError, UnsupportedError
+from ..formats import description as desc
+from ..formats.milproto import CodecError, type_from_proto, value_from_proto
+from ..formats.model_file import ModelFile
+from ..formats.proto import MIL_pb2, Model_pb2
+from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
+from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef
+from ..ir.symbols import canonicalize_symbols
+from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
+from ..ir.verify import is_compile_time_const
+
+# Ops whose blocks see loop-carried values as block inputs, and how many blocks they own.
+_BLOCK_COUNTS = {"cond": 2, "while_loop": 2}
+
+
+def opset_from_mil(name: str, *, file: str, function: str) -> str:
+    opset = MIL_TO_OPSET.get(name)
+    if opset is None:
+        if name == "CoreML9":
+            # iOS26 programs: our op registry stops at iOS18; load them against iOS18 signatures.
+            return "iOS18"
+        raise UnsupportedError(f"unknown opset '{name}' (known: {', '.join(sorted(MIL_TO_OPSET))}, CoreML9)",
+                               file=file, function=function)
+    return opset
+
+
+def _refine(declared: Type, inferred: Type) -> Type:
+    """The declared type, with unknown dims filled in from inference where it knows more."""
+    if isinstance(declared, TensorType) and isinstance(inferred, TensorType):
+        if declared.shape is None:
+            return TensorType(declared.dtype, inferred.shape)
+        if inferred.shape is None or len(inferred.shape) != len(declared.shape):
+            return declared
+        dims = [i if isinstance(d, Symbol) and (is_static_dim(i) or not i.name.startswith("_s")) else d
+                for d, i in zip(declared.shape, inferred.shape)]
+        return TensorType(declared.dtype, tuple(dims))
+    if isinstance(declared, ListType) and isinstance(inferred, ListType):
+        return ListType(_refine(declared.elem, inferred.elem), declared.length, declared.dynamic_length)
+    return declared
+
+
+class _Scope:
+    def __init__(self, parent: _Scope | None = None) -> None:
+        self.parent = parent
+        self.names: dict[str, Value] = {}
+
+    def lookup(self, name: str) -> Value | None:
+        s: _Scope | None = self
+        while s is not None:
+            v = s.names.get(name)
+            if v is not None:
+                return v
+            s = s.parent
+        return None
+
+
+class _Loader:
+    def __init__(self, mf: ModelFile) -> None:
+        self.mf = mf
+        self.file = str(mf.model_path)
+        self.const_memo: dict[int, bool] = {}
+
+    # -- helpers ---------------------------------------------------------------------------------
+
+    def new_symbol(self) -> Symbol:
+        return fresh_symbol("_u")
+
+    def decode_type(self, vt: MIL_pb2.ValueType, **where: Any) -> Type:
+        try:
+            return type_from_proto(vt, self.new_symbol)
+        except CodecError as e:
+            raise FormatError(str(e), file=self.file, **where) from None
+
+    def decode_value(self, v: MIL_pb2.Value, **where: Any) -> tuple[Any, Type]:
+        try:
+            return value_from_proto(v, self.mf.load_blob, self.new_symbol)
+        except CodecError as e:
+            raise FormatError(str(e), file=self.file, **where) from None
+
+    # -- program ---------------------------------------------------------------------------------
+
+    def program(self) -> Program:
+        model = self.mf.model
+        spec = model.mlProgram
+        if spec.version != 1:
+            raise FormatError(f"MIL program version {spec.version} is not supported (expected 1)", file=self.file,
+                              field="mlProgram.version")
+        if not spec.functions:
+            raise FormatError("MIL program has no functions", file=self.file, field="mlProgram.functions")
+        prog = Program()
+        prog.doc_string = spec.docString
+        for key, val in spec.attributes.items():
+            prog.attributes[key] = self.decode_value(val, field=f"attributes.{key}")[0]
+        descriptions = self.function_descriptions(model.description)
+        for name, fspec in spec.functions.items():
+            fn = self.function(name, fspec, descriptions.get(name))
+            prog.add_function(fn)
+        default = model.description.defaultFunctionName or ("main" if "main" in prog.functions else
+                                                           next(iter(prog.functions)))
+        if default not in prog.functions:
+            raise FormatError(f"default function '{default}' is not in the program", file=self.file,
+                              field="description.defaultFunctionName")
+        prog.default_function = default
+        prog.meta["spec_version"] = model.specificationVersion
+        prog.meta["is_updatable"] = model.isUpdatable
+        prog.meta["model_description"] = model.description.SerializeToString()
+        prog.meta["source_format"] = "mlprogram"
+        canonicalize_symbols(prog)
+        return prog
+
+    def function_descriptions(self, d: Model_pb2.ModelDescription) -> dict[str, Any]:
+        """Function name -> its FunctionDescription-like (input, output, state) feature lists."""
+        out: dict[str, Any] = {fd.name: fd for fd in d.functions}
+        if not d.functions:
+            out["main"] = d
+            if d.defaultFunctionName:
+                out[d.defaultFunctionName] = d
+        return out
+
+    def function(self, name: str, fspec: MIL_pb2.Function, fdesc: Any) -> Function:
+        opset = opset_from_mil(fspec.opset, file=self.file, function=name)
+        if fspec.opset not in fspec.block_specializations:
+            raise FormatError(f"function has no block for its opset '{fspec.opset}'", file=self.file, function=name,
+                              field="block_specializations")
+        fn = Function(name, opset)
+        fn.attributes = {k: self.decode_value(v, function=name, field=f"attributes.{k}")[0]
+                         for k, v in fspec.attributes.items()}
+        fn.meta["mil_opset"] = fspec.opset
+        features = {}
+        if fdesc is not None:
+            for kind in ("input", "output", "state"):
+                for f in getattr(fdesc, kind):
+                    features[(kind, f.name)] = f
+        scope = _Scope()
+        for nvt in fspec.inputs:
+            t = self.decode_type(nvt.type, function=name, field=f"inputs.{nvt.name}")
+            fd = features.get(("input", nvt.name)) or features.get(("state", nvt.name))
+            if fd is not None:
+                t = desc.apply_bounds(t, fd.type)
+            v = fn.block.new_input(nvt.name, t)
+            if nvt.name in scope.names:
+                raise FormatError(f"function input '{nvt.name}' is declared twice", file=self.file, function=name)
+            scope.names[nvt.name] = v
+        for (kind, fname), fd in features.items():
+            info = FeatureInfo(fname, fd.type.SerializeToString(), fd.shortDescription)
+            {"input": fn.input_info, "output": fn.output_info, "state": fn.state_info}[kind][fname] = info
+        self.block(fn, fn.block, fspec.block_specializations[fspec.opset], scope, name)
+        return fn
+
+    def block(self, fn: Function, block: Block, bspec: MIL_pb2.Block, scope: _Scope, fname: str) -> None:
+        for key, val in bspec.attributes.items():
+            block.attributes[key] = self.decode_value(val, function=fname, field=f"block.attributes.{key}")[0]
+        for ospec in bspec.operations:
+            self.operation(fn, block, ospec, scope, fname)
+        outs = []
+        for out_name in bspec.outputs:
+            v = scope.lookup(out_name)
+            if v is None:
+                raise FormatError(f"block output '{out_name}' is not defined in scope", file=self.file,
+                                  function=fname, field="block.outputs")
+            outs.append(v)
+        block.set_outputs(outs)
+
+    def operation(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, scope: _Scope, fname: str) -> None:
+        attrs = dict(ospec.attributes)
+        op_name = ospec.outputs[0].name if ospec.outputs else ospec.type
+        if "name" in attrs:
+            name_val, _ = self.decode_value(attrs.pop("name"), function=fname, field="attributes.name")
+            op_name = str(name_val.reshape(-1)[0]) if hasattr(name_val, "reshape") else str(name_val)
+        where = {"function": fname, "op": op_name, "op_type": ospec.type}
+        try:
+            opdef = get_opdef(ospec.type, fn.opset)
+        except UnsupportedError as e:
+            raise e.with_location(file=self.file, **where) from None
+        decoded_attrs: dict[str, Any] = {}
+        for key, val in attrs.items():
+            decoded_attrs[key] = self.decode_value(val, field=f"attributes.{key}", **where)[0]
+        if ospec.type in ("const", "_const_symbolic"):
+            self.const_op(block, ospec, opdef, op_name, decoded_attrs, scope, where)
+            return
+        op = Op(ospec.type, opdef, name=op_name, attributes=decoded_attrs)
+        inputs = self.bind_inputs(block, ospec, opdef, scope, where)
+        for key, arg in inputs.items():
+            op.set_input(key, arg)
+        block.append(op)
+        expected_blocks = _BLOCK_COUNTS.get(ospec.type, 0)
+        if len(ospec.blocks) != expected_blocks:
+            raise FormatError(f"{ospec.type} needs {expected_blocks} nested blocks, has {len(ospec.blocks)}",
+                              file=self.file, field="blocks", **where)
+        for bspec in ospec.blocks:
+            nested = Block()
+            op.add_block(nested)
+            inner = _Scope(scope)
+            for nvt in bspec.inputs:
+                t = self.decode_type(nvt.type, field=f"block input {nvt.name}", **where)
+                inner.names[nvt.name] = nested.new_input(nvt.name, t)
+            self.block(fn, nested, bspec, inner, fname)
+        self.type_outputs(op, ospec, where)
+        for v in op.outputs:
+            scope.names[v.name] = v
+
+    def const_op(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, op_name: str,
+                 attrs: dict[str, Any], scope: _Scope, where: dict[str, Any]) -> None:
+        if "val" not in attrs:
+            raise FormatError("const op has no 'val' attribute", file=self.file, field="attributes.val", **where)
+        if len(ospec.outputs) != 1:
+            raise FormatError(f"const op has {len(ospec.outputs)} outputs", file=self.file, **where)
+        val_type = self.decode_value(ospec.attributes["val"], **where)[1]
+        out_type = self.decode_type(ospec.outputs[0].type, field="outputs", **where)
+        if not types_compatible(out_type, val_type):
+            raise FormatError(f"const value of type {val_type} declared as {out_type}", file=self.file,
+                              field="outputs", **where)
+        op = Op(ospec.type, opdef, name=op_name, attributes=attrs)
+        op.create_outputs([val_type], [ospec.outputs[0].name])
+        block.append(op)
+        scope.names[ospec.outputs[0].name] = op.outputs[0]
+
+    def bind_inputs(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, scope: _Scope,
+                    where: dict[str, Any]) -> dict[str, Any]:
+        sig = opdef.signature
+        for key in ospec.inputs:
+            spec = sig.inputs.get(key)
+            if spec is None or not spec.is_value:
+                raise TypeInferenceError(
+                    f"unknown parameter '{key}' for {ospec.type} in opset {opdef.opset} (expected one of: "
+                    f"{', '.join(s.name for s in sig.value_inputs())})", file=self.file, field=key, **where)
+        out: dict[str, Any] = {}
+        # bind in signature order: protobuf maps have no order, the IR text form does
+        for spec in sig.value_inputs():
+            key = spec.name
+            if key not in ospec.inputs:
+                continue
+            arg = ospec.inputs[key]
+            values = []
+            for i, binding in enumerate(arg.arguments):
+                kind = binding.WhichOneof("binding")
+                if kind == "name":
+                    v = scope.lookup(binding.name)
+                    if v is None:
+                        raise FormatError(f"parameter '{key}' refers to '{binding.name}', which is undefined or "
+                                          f"out of scope here", file=self.file, field=key, **where)
+                elif kind == "value":
+                    v = self.immediate_const(block, binding.value, f"{where['op']}_{key}" + (f"_{i}" if len(
+                        arg.arguments) > 1 else ""), opdef.opset, where, key)
+                else:
+                    raise FormatError(f"parameter '{key}' has an empty binding", file=self.file, field=key, **where)
+                values.append(v)
+            if spec.kind == "tuple":
+                out[key] = tuple(values)
+            elif len(values) != 1:
+                raise FormatError(f"parameter '{key}' takes one value, the file binds {len(values)}",
+                                  file=self.file, field=key, **where)
+            else:
+                out[key] = values[0]
+        return out
+
+    def immediate_const(self, block: Block, vspec: MIL_pb2.Value, name: str, opset: str,
+                        where: dict[str, Any], key: str) -> Value:
+        val, t = self.decode_value(vspec, field=key, **where)
+        op = Op("const", get_opdef("const", opset), name=name, attributes={"val": val})
+        op.create_outputs([t], [name])
+        block.append(op)
+        return op.outputs[0]
+
+    def type_outputs(self, op: Op, ospec: MIL_pb2.Operation, where: dict[str, Any]) -> None:
+        declared = [self.decode_type(o.type, field=f"outputs.{o.name}", **where) for o in ospec.outputs]
+        try:
+            inferred = op.opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+        except ConverterError as e:
+            raise e.with_location(file=self.file, **where) from None
+        if len(inferred) != len(declared):
+            raise FormatError(f"op declares {len(declared)} outputs, {op.type} produces {len(inferred)}",
+                              file=self.file, field="outputs", **where)
+        types = []
+        for o, d, i in zip(ospec.outputs, declared, inferred):
+            if not types_compatible(d, i):
+                raise TypeInferenceError(f"output '{o.name}' is declared {d}, but {op.type} produces {i}",
+                                         file=self.file, field="outputs", **where)
+            types.append(_refine(d, i))
+        op.create_outputs(types, [o.name for o in ospec.outputs])
+
+
+def load_mil_program(mf: ModelFile) -> Program:
+    """The IR of an ``mlProgram`` model (see module docstring)."""
+    return _Loader(mf).program()
