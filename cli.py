@@ -40,6 +40,63 @@ def ops_cmd(as_json: bool) -> None:
     click.echo(f"{len(rows)} ops")
 
 
+@main.command("run")
+@click.argument("model", type=click.Path(exists=True))
+@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
+              help="An .npz file with one array per model input (keyed by input name).")
+@click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
+              help="Write the outputs to this .npz file (printed when omitted).")
+@click.option("--function", default=None, help="Function to run (default: the model's default function).")
+def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str | None) -> None:
+    """Run MODEL with the reference interpreter on the arrays in an .npz file."""
+    import numpy as np
+
+    try:
+        prog = converter.load(model)
+        with np.load(inputs_path, allow_pickle=False) as data:
+            feeds = {k: data[k] for k in data.files}
+        out = converter.run(prog, feeds, function=function)
+    except ConverterError as e:
+        _fail(e)
+    arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
+    for k, v in out.items():
+        if isinstance(v, dict):  # classifier probabilities: stored as labels + values
+            arrays[f"{k}.labels"] = np.array([str(x) for x in v])
+            arrays[f"{k}.values"] = np.array(list(v.values()), np.float64)
+    if output_path:
+        import io
+
+        from converter.formats.atomic import atomic_write_bytes
+
+        buf = io.BytesIO()
+        np.savez(buf, **arrays)
+        atomic_write_bytes(output_path, buf.getvalue())
+        click.echo(f"wrote {len(arrays)} arrays to {output_path}")
+    else:
+        for k, v in out.items():
+            click.echo(f"{k} = {v if isinstance(v, dict) else np.array2string(np.asarray(v), precision=6)}")
+
+
+@main.command("convert")
+@click.argument("src", type=click.Path(exists=True))
+@click.option("-o", "--output", "output_path", required=True, type=click.Path(),
+              help="Where to write the converted model (.mlpackage, or .mlmodel for a single file).")
+@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil"]),
+              help="Output format.")
+@click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
+              help="MIL opset (default: the lowest that has every op used).")
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None) -> None:
+    """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o."""
+    try:
+        prog = converter.load(src)
+        converter.save(prog, output_path, target=target, to=fmt)
+    except ConverterError as e:
+        _fail(e)
+    for note in prog.meta.get("notes", []):
+        click.echo(f"note: {note}", err=True)
+    click.echo(f"wrote {output_path}")
+
+
 @main.command("example")
 def example_cmd() -> None:
     """Print a small example program in the IR text form, and run it."""

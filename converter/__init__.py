@@ -9,9 +9,9 @@ Public API:
 
 from __future__ import annotations
 
+from .api import convert, load, run, save
 from .errors import ConverterError, FormatError, UnsupportedError
 from .ir.core import Block, Function, Op, Program, Value
-from .ir.interpreter import run
 
 __version__ = "0.1.0"
 
@@ -25,5 +25,8 @@ __all__ = [
     "UnsupportedError",
     "Value",
     "__version__",
+    "convert",
+    "load",
     "run",
+    "save",
 ]

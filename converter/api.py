@@ -9,8 +9,9 @@ probabilities as a dict).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Any, Mapping
+from typing import Any
 
 from .errors import UnsupportedError
 from .formats.model_file import read_model_file
@@ -64,8 +65,8 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
 
 def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
     """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring)."""
-    from .runtime_io import adapt_feeds, adapt_outputs
     from .ir.interpreter import Interpreter
+    from .runtime_io import adapt_feeds, adapt_outputs
 
     fn = program.functions[function or program.default_function]
     out = Interpreter(program, seed=seed).run(adapt_feeds(fn, feeds), fn.name)
