@@ -273,6 +273,8 @@ class BlobReader:
         size = self.size
         if offset >= size:
             raise self._error(f"offset past end of file ({size} bytes)", offset)
+        if offset < 0:
+            raise self._error("negative metadata offset", offset)
         if offset < HEADER_SIZE:
             raise self._error(f"metadata offset lies inside the {HEADER_SIZE}-byte file header", offset)
         if offset % ALIGNMENT:
@@ -467,7 +469,9 @@ class BlobWriter:
     cost no hashing at all.
 
     Used as a context manager, an exception discards the temporary file and leaves ``path``
-    untouched; so does a writer that is garbage-collected without ``close()``.
+    untouched; so does a writer that is garbage-collected without ``close()``. With ``durable``
+    (the default) the file is fsynced before the rename, so a crash cannot leave an empty or
+    partial file under ``path``.
     """
 
     def __init__(self, path: str | os.PathLike, *, durable: bool = True) -> None:
@@ -477,6 +481,7 @@ class BlobWriter:
         self._file = os.fdopen(fd, "r+b")
         self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp)
         self._closed = False
+        self._aborted = False
         self._end = 0
         self._count = 0
         self._dedup_hits = 0
@@ -531,7 +536,7 @@ class BlobWriter:
                 raise ValueError(f"{dt.name} values must lie in [{vmin}, {vmax}], found {bad}")
 
         count = int(a.size)
-        nbytes = dt.nbytes(count) if dt.is_subbyte else count * dt.storage.itemsize
+        nbytes = dt.nbytes(count)
         padding = nbytes * 8 - count * dt.bits if dt.is_subbyte else 0
         key = (dt.code, nbytes, padding, _fingerprint(a, dt))
 
@@ -601,6 +606,8 @@ class BlobWriter:
 
     def close(self) -> Path:
         """Finish the file (header count), flush it (fsync when ``durable``) and rename it to ``path``."""
+        if self._aborted:
+            raise ValueError(f"BlobWriter for {self.path} was aborted; nothing was written")
         if self._closed:
             return self.path
         try:
@@ -621,7 +628,7 @@ class BlobWriter:
 
     def abort(self) -> None:
         """Discard everything written; ``path`` is left as it was."""
-        self._closed = True
+        self._closed = self._aborted = True
         self._finalizer()
 
     def __enter__(self) -> BlobWriter:

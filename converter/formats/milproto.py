@@ -26,6 +26,7 @@ from ..ir.types import (
     TupleType,
     Type,
 )
+from .blob import pack_subbyte, unpack_subbyte
 from .proto import MIL_pb2
 
 # MIL DataType enum <-> IR dtype names
@@ -161,30 +162,20 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
 
 
 # ---------------------------------------------------------------------------------------------
-# Packed sub-byte data (immediate bytes and blobs share the layout: LSB first)
+# Packed sub-byte data (immediate bytes and blobs share the layout: LSB first; see blob.py)
 
 
 def unpack_bits(data: bytes | np.ndarray, dt: DType, count: int) -> np.ndarray:
-    """Unpack ``count`` values of ``dt.bits`` bits each, little-endian bit order."""
     raw = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8)
-    bits = np.unpackbits(raw, bitorder="little")
-    nb = dt.bits
-    if bits.size < count * nb:
-        raise CodecError(f"{dt.name} data holds {bits.size // nb} values, {count} declared")
-    groups = bits[: count * nb].reshape(count, nb).astype(np.uint16)
-    vals = (groups << np.arange(nb, dtype=np.uint16)).sum(axis=1)
-    if dt.kind == "int":
-        vals = vals.astype(np.int16)
-        vals[vals >= (1 << (nb - 1))] -= 1 << nb
-        return vals.astype(np.int8)
-    return vals.astype(np.uint8)
+    try:
+        return unpack_subbyte(raw, dt.bits, count, dt.kind == "int")
+    except ValueError as e:
+        raise CodecError(f"{dt.name} data: {e}") from None
 
 
 def pack_bits(values: np.ndarray, dt: DType) -> bytes:
-    nb = dt.bits
-    v = np.asarray(values).reshape(-1).astype(np.int16) & ((1 << nb) - 1)
-    bits = ((v[:, None] >> np.arange(nb)) & 1).astype(np.uint8).reshape(-1)
-    return np.packbits(bits, bitorder="little").tobytes()
+    v = np.asarray(values).reshape(-1).astype(dt.storage)
+    return pack_subbyte(v, dt.bits).tobytes()
 
 
 # ---------------------------------------------------------------------------------------------

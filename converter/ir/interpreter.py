@@ -105,6 +105,10 @@ class Interpreter:
             self._run_op(op, env)
         return [env[v] for v in block.outputs]
 
+    def run_op(self, op: Op, env: dict[Value, Any]) -> None:
+        """Evaluate one op, reading its inputs from and writing its outputs to ``env``."""
+        self._run_op(op, env)
+
     def rng(self, op: Op, seed: int | None) -> np.random.Generator:
         if seed is not None and int(seed) >= 0:
             return np.random.default_rng(int(seed))

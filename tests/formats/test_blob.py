@@ -358,6 +358,13 @@ def test_writer_is_atomic(tmp_path):
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["weight.bin"]
 
+    w = BlobWriter(tmp_path / "aborted.bin")
+    w.write(np.ones(50, np.float32), "fp32")
+    w.abort()
+    with pytest.raises(ValueError, match="aborted"):
+        w.close()
+    assert os.listdir(tmp_path) == ["weight.bin"]
+
     w = BlobWriter(tmp_path / "other.bin")  # never closed: collected without a trace
     w.write(np.ones(50, np.float32), "fp32")
     del w
@@ -430,6 +437,7 @@ MALFORMED = [
     ("offset past end of file", None, None, 0x1000, "offset past end of file"),
     ("offset at end of file", None, None, 0x268, "offset past end of file"),
     ("offset inside header", None, None, 0, "inside the 64-byte file header"),
+    ("negative offset", None, None, -64, "negative metadata offset"),
     ("misaligned offset", None, None, 0x41, "not 64-byte aligned"),
     ("size not a multiple of fp32", [(0x208, "<Q", 38)], None, 0x200, "size does not match the declared type"),
     ("sub-byte size vs padding", [(0x204, "<I", 12), (0x208, "<Q", 40), (0x218, "<Q", 9)], None, 0x200,
