@@ -1,0 +1,324 @@
+"""NeuralNetwork models (plain, classifier, regressor, and pipelines of them) -> IR.
+
+The program has one function, ``main``, whose inputs and outputs are the model's features in
+their declared form (so a migrated model is a drop-in replacement). Each network converts its
+inputs to the tensors its layers expect (io.py), lowers its layers one by one (layers/*.py) and
+converts the results back. What cannot be converted is reported once, completely, before any work.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from typing import Any
+
+import numpy as np
+
+from ...errors import ConverterError, FormatError, UnsupportedError
+from ...formats import description as desc
+from ...formats.model_file import ModelFile
+from ...formats.proto import Model_pb2, NeuralNetwork_pb2
+from ...ir.builder import Builder
+from ...ir.core import FeatureInfo, Function, Program, Value
+from ...ir.runtime import ListValue
+from ...ir.symbols import canonicalize_symbols
+from ...ir.types import Symbol, TensorType, Type, fp32, fresh_symbol, scalar
+from ...passes.dce import DeadCodeElimination
+from . import io
+from .context import LayerContext, NetworkState, Options
+from .registry import lowering_for
+from .weights import has_weights
+
+NN_KINDS = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor")
+PIPELINE_KINDS = ("pipeline", "pipelineClassifier", "pipelineRegressor")
+RECURRENT = {"simpleRecurrent", "gru", "uniDirectionalLSTM", "biDirectionalLSTM"}
+# Layers that act on each time step separately: a sequence flows through them to a recurrent layer.
+PER_STEP = {"activation", "innerProduct", "embedding", "batchnorm", "unary", "add", "multiply", "scale", "bias",
+            "concat", "copy", "softmax", "l2normalize", "mvn"}
+
+
+# ---------------------------------------------------------------------------------------------
+# Model structure
+
+
+def pipeline_models(model: Model_pb2.Model) -> list[Model_pb2.Model]:
+    kind = model.WhichOneof("Type")
+    if kind == "pipeline":
+        return list(model.pipeline.models)
+    if kind == "pipelineClassifier":
+        return list(model.pipelineClassifier.pipeline.models)
+    if kind == "pipelineRegressor":
+        return list(model.pipelineRegressor.pipeline.models)
+    return []
+
+
+def stages(model: Model_pb2.Model, file: str) -> list[Model_pb2.Model]:
+    """The neural networks of a model in execution order; UnsupportedError naming every other part."""
+    found: list[Model_pb2.Model] = []
+    others: list[str] = []
+
+    def walk(m: Model_pb2.Model, path: str) -> None:
+        kind = m.WhichOneof("Type")
+        if kind in NN_KINDS:
+            found.append(m)
+        elif kind in PIPELINE_KINDS:
+            for i, sub in enumerate(pipeline_models(m)):
+                walk(sub, f"{path}/{i}")
+        else:
+            others.append(f"{path or 'model'}: {kind or 'no model type'}")
+
+    walk(model, "")
+    if others:
+        kind = model.WhichOneof("Type")
+        what = "pipeline stages" if kind in PIPELINE_KINDS else "model type"
+        raise UnsupportedError(
+            f"only neural networks can be converted; {what} that are not: {'; '.join(others)}", file=file
+        )
+    return found
+
+
+def network_of(model: Model_pb2.Model) -> Any:
+    return getattr(model, model.WhichOneof("Type"))
+
+
+def iter_layers(nn: Any, path: str = "") -> Iterator[tuple[str, NeuralNetwork_pb2.NeuralNetworkLayer]]:
+    """Every layer of a network, nested networks (branch, loop) included."""
+    for layer in nn.layers:
+        yield path, layer
+        kind = layer.WhichOneof("layer")
+        if kind == "branch":
+            yield from iter_layers(layer.branch.ifBranch, f"{path}{layer.name}/if/")
+            yield from iter_layers(layer.branch.elseBranch, f"{path}{layer.name}/else/")
+        elif kind == "loop":
+            yield from iter_layers(layer.loop.conditionNetwork, f"{path}{layer.name}/condition/")
+            yield from iter_layers(layer.loop.bodyNetwork, f"{path}{layer.name}/body/")
+
+
+def check_layers(models: list[Model_pb2.Model], file: str) -> None:
+    """One UnsupportedError naming every custom or unknown layer, with its name and kind."""
+    problems = []
+    for m in models:
+        for path, layer in iter_layers(network_of(m)):
+            kind = layer.WhichOneof("layer")
+            where = f"'{path}{layer.name}'"
+            if kind == "custom":
+                problems.append(f"{where} is a custom layer (class '{layer.custom.className}')")
+            elif kind is None:
+                problems.append(f"{where} has no layer type")
+            elif lowering_for(kind) is None:
+                problems.append(f"{where} of kind '{kind}' has no conversion")
+    if problems:
+        raise UnsupportedError(f"{len(problems)} layer(s) cannot be converted: " + "; ".join(problems), file=file)
+
+
+def uses_quantized_weights(models: list[Model_pb2.Model]) -> bool:
+    def walk(msg: Any) -> bool:
+        for fd, val in msg.ListFields():
+            if fd.message_type is None:
+                continue
+            items = val if fd.is_repeated else [val]
+            for item in items:
+                if isinstance(item, NeuralNetwork_pb2.WeightParams):
+                    if item.HasField("quantization") and has_weights(item):
+                        return True
+                elif walk(item):
+                    return True
+        return False
+
+    return any(walk(network_of(m)) for m in models)
+
+
+def sequence_inputs(nn: Any, names: list[str]) -> set[str]:
+    """Inputs that reach a recurrent layer's sequence input through per-step layers."""
+    out = set()
+    for name in names:
+        reach = {name}
+        for _, layer in iter_layers(nn):
+            kind = layer.WhichOneof("layer")
+            if kind in RECURRENT and layer.input and layer.input[0] in reach:
+                out.add(name)
+                break
+            if kind in PER_STEP and any(i in reach for i in layer.input):
+                reach.update(layer.output)
+    return out
+
+
+# ---------------------------------------------------------------------------------------------
+# Conversion
+
+
+class NetworkConverter:
+    """Converts networks into one function; lowerings of branch/loop call ``convert_layers``."""
+
+    def __init__(self, mf: ModelFile, fn: Function, options: Options) -> None:
+        self.mf = mf
+        self.file = str(mf.path)
+        self.fn = fn
+        self.options = options
+        self.notes: list[str] = []
+
+    def convert_layers(self, state: NetworkState, layers: Any, b: Builder) -> None:
+        for layer in layers:
+            kind = layer.WhichOneof("layer")
+            lower = lowering_for(kind)
+            ctx = LayerContext(state, layer, b, self)
+            assert lower is not None, kind  # check_layers ran first
+            try:
+                outs = lower(ctx)
+            except ConverterError as e:
+                e.with_location(file=self.file, op=ctx.name, op_type=f"layer {kind}")
+                raise
+            outs = [outs] if isinstance(outs, Value) else list(outs)
+            if len(outs) != len(layer.output):
+                raise ctx.fail(f"produced {len(outs)} values for {len(layer.output)} outputs")
+            for name, v in zip(layer.output, outs):
+                state.values[name] = v
+
+    def convert_network(self, model: Model_pb2.Model, features: dict[str, Value], b: Builder) -> None:
+        nn = network_of(model)
+        spec = model.specificationVersion
+        rank5 = spec <= 3 or nn.arrayInputShapeMapping == NeuralNetwork_pb2.RANK5_ARRAY_MAPPING
+        state = NetworkState(self.file, spec, rank5, self.options, self.notes)
+        pre: dict[str, list[Any]] = {}
+        for p in nn.preprocessing:
+            pre.setdefault(p.featureName, []).append(p)
+        if "" in pre:  # a single preprocessing entry may leave featureName empty: the image input
+            images = [f.name for f in model.description.input if f.type.WhichOneof("Type") == "imageType"]
+            if len(images) == 1:
+                pre.setdefault(images[0], []).extend(pre.pop(""))
+        for f in model.description.input:
+            if f.name not in features:
+                raise FormatError(f"network input '{f.name}' is not produced by an earlier stage", file=self.file)
+            try:
+                state.values[f.name] = io.to_network(b, features[f.name], f.type, rank5=rank5,
+                                                     image_mapping=nn.imageInputShapeMapping,
+                                                     preprocessing=pre.get(f.name, []), name=f.name)
+            except ValueError as e:
+                raise FormatError(str(e), file=self.file, field=f"preprocessing {f.name}") from None
+        self.convert_layers(state, nn.layers, b)
+        kind = model.WhichOneof("Type")
+        d = model.description
+        for f in d.output:
+            if kind == "neuralNetworkClassifier" and f.name in (d.predictedFeatureName, d.predictedProbabilitiesName):
+                continue
+            v = state.values.get(f.name)
+            if v is None:
+                raise FormatError(f"model output '{f.name}' is not produced by any layer", file=self.file,
+                                  field="description.output")
+            features[f.name] = io.from_network(b, v, f.type, rank5=rank5, out_dtype=io.output_dtype(f.type),
+                                               name=f.name)
+        if kind == "neuralNetworkClassifier":
+            self.classifier_outputs(model, state, features, b)
+
+    def classifier_outputs(self, model: Model_pb2.Model, state: NetworkState, features: dict[str, Value],
+                           b: Builder) -> None:
+        nn = model.neuralNetworkClassifier
+        d = model.description
+        prob_name = nn.labelProbabilityLayerName or (nn.layers[-1].output[0] if nn.layers else "")
+        probs = state.values.get(prob_name)
+        if probs is None:
+            raise FormatError(f"class probabilities '{prob_name}' are not produced by any layer", file=self.file,
+                              field="labelProbabilityLayerName")
+        which = nn.WhichOneof("ClassLabels")
+        if which == "stringClassLabels":
+            labels = ListValue(scalar("string"), [np.array(x) for x in nn.stringClassLabels.vector], False)
+        elif which == "int64ClassLabels":
+            labels = ListValue(scalar("int64"), [np.array(x, np.int64) for x in nn.int64ClassLabels.vector], False)
+        else:
+            raise FormatError("classifier has no class labels", file=self.file, field="ClassLabels")
+        probs = b.reshape(x=b.cast(x=probs, dtype="fp32", name=f"{prob_name}_probs") if probs.type.dtype.name != "fp32"
+                          else probs, shape=[-1], name=f"{prob_name}_flat")
+        label, prob_dict = b.add_op("classify", {"probabilities": probs, "classes": labels}, name="classify").outputs
+        if d.predictedFeatureName:
+            features[d.predictedFeatureName] = label
+        if d.predictedProbabilitiesName:
+            features[d.predictedProbabilitiesName] = prob_dict
+
+
+def _input_type(f: Model_pb2.FeatureDescription, sequence: bool, notes: list[str], file: str) -> Type:
+    try:
+        t = desc.feature_to_type(f.type, fresh_symbol)
+    except desc.DescriptionError as e:
+        raise UnsupportedError(f"input '{f.name}': {e}", file=file) from None
+    if isinstance(t, TensorType) and t.dtype.name == "fp64":
+        t = t.with_dtype(fp32)
+        notes.append(f"input '{f.name}' is DOUBLE; the network computes in fp32 (as Core ML does), so the "
+                     f"converted model takes fp32")
+    if sequence and isinstance(t, TensorType) and t.shape is not None and len(t.shape) in (1, 3):
+        chw = tuple(t.shape) + (1, 1) if len(t.shape) == 1 else tuple(t.shape)
+        t = TensorType(t.dtype, (io.sequence_symbol(f.name), 1) + chw)
+        notes.append(f"input '{f.name}' feeds a recurrent layer: it takes the legacy [Seq, Batch, C, H, W] form "
+                     f"(Seq flexible, Batch 1)")
+    return t
+
+
+def load_neural_network(mf: ModelFile, options: Options | None = None) -> Program:
+    """The IR of a NeuralNetwork model (see module docstring)."""
+    options = options or Options()
+    file = str(mf.path)
+    model = mf.model
+    models = stages(model, file)
+    check_layers(models, file)
+    opset = "iOS16" if options.keep_compression and uses_quantized_weights(models) else "iOS15"
+    prog = Program()
+    fn = Function("main", opset)
+    prog.add_function(fn)
+    conv = NetworkConverter(mf, fn, options)
+    d = model.description
+    features: dict[str, Value] = {}
+    seq = set()
+    for m in models:
+        nn = network_of(m)
+        if m.specificationVersion <= 3 or nn.arrayInputShapeMapping == NeuralNetwork_pb2.RANK5_ARRAY_MAPPING:
+            seq |= sequence_inputs(nn, [f.name for f in d.input])
+    for f in d.input:
+        t = _input_type(f, f.name in seq, conv.notes, file)
+        features[f.name] = fn.block.new_input(f.name, t)
+        fn.input_info[f.name] = FeatureInfo(f.name, f.type.SerializeToString(), f.shortDescription)
+    b = Builder(fn.block)
+    for m in models:
+        conv.convert_network(m, features, b)
+    outs = []
+    for f in d.output:
+        v = features.get(f.name)
+        if v is None:
+            raise FormatError(f"model output '{f.name}' is not produced", file=file, field="description.output")
+        outs.append(_named_output(b, v, f.name, fn))
+        fn.output_info[f.name] = FeatureInfo(f.name, f.type.SerializeToString(), f.shortDescription)
+    fn.block.set_outputs(outs)
+    DeadCodeElimination().run(prog)
+    canonicalize_symbols(prog, keep={s.name for v in fn.inputs for s in _symbols(v.type)})
+    prog.meta.update({
+        "spec_version": model.specificationVersion,
+        "model_description": d.SerializeToString(),
+        "source_format": "neuralnetwork",
+        "notes": conv.notes,
+    })
+    if model.isUpdatable:
+        conv.notes.append("the model is updatable: its inference graph was converted, training parameters dropped")
+    return prog
+
+
+def _symbols(t: Type) -> list[Symbol]:
+    return t.symbols() if isinstance(t, TensorType) else []
+
+
+def _named_output(b: Builder, v: Value, name: str, fn: Function) -> Value:
+    """The value under the feature's name (an identity when the name is taken or it is an input)."""
+    if v.name == name and not v.is_block_input:
+        return v
+    holder = next((x for x in _all_values(fn) if x.name == name and x is not v), None)
+    if holder is None and not v.is_block_input:
+        v.name = name
+        b.names.taken.add(name)
+        return v
+    if holder is not None and not holder.is_block_input:
+        holder.name = b.names.unique(f"{name}_inner")
+    out = b.identity(x=v, name=name if holder is None or not holder.is_block_input else f"{name}_out")
+    return out
+
+
+def _all_values(fn: Function) -> Iterator[Value]:
+    yield from fn.inputs
+    for op in fn.walk():
+        yield from op.outputs
+
