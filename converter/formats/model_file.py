@@ -25,6 +25,7 @@ class ModelFile:
     model: Model_pb2.Model
     package: MLPackage | None = None
     _readers: dict[Path, BlobReader] = field(default_factory=dict, repr=False)
+    _resolved: dict[str, Path] = field(default_factory=dict, repr=False)  # blob file name -> checked path
 
     @property
     def model_path(self) -> Path:
@@ -40,7 +41,9 @@ class ModelFile:
             )
         if not is_static_shape(t.shape):
             raise FormatError(f"weight of non-static type {t}", file=str(self.model_path), field="blobFileValue")
-        blob_path = self.package.resolve_blob_file(file_name)
+        blob_path = self._resolved.get(file_name)
+        if blob_path is None:
+            blob_path = self._resolved[file_name] = self.package.resolve_blob_file(file_name)
         reader = self._readers.get(blob_path)
         if reader is None:
             if not blob_path.is_file():
