@@ -85,16 +85,26 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
               help="Output format.")
 @click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
               help="MIL opset (default: the lowest that has every op used).")
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None) -> None:
+@click.option("--check", is_flag=True,
+              help="Run the source and the written model on the same random inputs; print the largest "
+                   "difference per output.")
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o."""
+    from converter.check import compare
+
     try:
         prog = converter.load(src)
         converter.save(prog, output_path, target=target, to=fmt)
+        for note in prog.meta.get("notes", []):
+            click.echo(f"note: {note}", err=True)
+        click.echo(f"wrote {output_path}")
+        if check:
+            diffs = compare(prog, converter.load(output_path))
+            for name, d in diffs.items():
+                click.echo(f"  {name}: largest difference {d:.3g}")
+            click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
     except ConverterError as e:
         _fail(e)
-    for note in prog.meta.get("notes", []):
-        click.echo(f"note: {note}", err=True)
-    click.echo(f"wrote {output_path}")
 
 
 @main.command("example")
