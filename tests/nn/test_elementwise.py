@@ -1,0 +1,664 @@
+"""NeuralNetwork elementwise layers (layers/elementwise.py, layers/elementwise_nd.py) against
+independent expectations.
+
+Oracles: onnxruntime on onnxmltools' ONNX form of the model for the classic rank-5 layers it
+converts (unary, add, multiply, average, max, min, scale, bias, dot, loadConstant); numpy
+written here from the spec's formulas for the rest (the spec-4 ND layers, ND networks, and where
+onnxmltools is wrong or cannot convert). Every model is also converted to MIL, loaded again and
+run (bit-identical outputs), and loaded by coremltools' MIL proto loader.
+
+Known oracle defects shown here: onnxmltools drops the epsilon of unary RSQRT and INVERSE;
+its cosine-similarity dot normalises over the wrong axis (an "aixs" attribute typo, so ONNX's
+default axis -1, the unit W axis); its add fails with more than two inputs; its unary THRESHOLD
+is an ONNX Clip with a double bound, which onnxruntime rejects.
+"""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from converter.errors import FormatError
+
+from .elementwise_util import builder, convert_and_run, onnx_oracle, ulp_error
+
+RNG = np.random.default_rng(20240611)
+
+
+def rand(*shape: int, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
+    return RNG.uniform(lo, hi, shape).astype(np.float32)
+
+
+def close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-6, atol: float = 1e-6) -> None:
+    want = np.asarray(want)
+    np.testing.assert_allclose(got, want.reshape(np.shape(got)), rtol=rtol, atol=atol, equal_nan=True)
+
+
+# ---------------------------------------------------------------------------------------------
+# unary
+
+
+def _unary_spec(x: np.ndarray, mode: str, *, alpha: float = 1.0, shift: float = 0.0, scale: float = 1.0,
+                epsilon: float | None = None, nd: bool = False):
+    nn = builder({"x": x.shape}, nd=nd)
+    nn.add_unary("u", "x", "y", mode, alpha=alpha, shift=shift, scale=scale, epsilon=epsilon)
+    return nn.spec
+
+
+# mode -> (alpha, shift, scale, input range): every parameter that takes part is not its default
+_UNARY_ORACLE = {
+    "sqrt": (1.0, 0.5, 0.75, (0.2, 3.0)),
+    "power": (2.5, 0.5, 0.75, (0.2, 3.0)),
+    "exp": (1.0, -0.5, 1.5, (-2.0, 2.0)),
+    "log": (1.0, 0.5, 0.75, (0.2, 3.0)),
+    "abs": (1.0, -0.5, 0.75, (-2.0, 2.0)),
+    "threshold": (0.3, -0.5, 0.75, (-2.0, 2.0)),
+}
+
+
+@pytest.mark.parametrize("mode", [m for m in _UNARY_ORACLE if m != "threshold"])
+def test_unary_rank5_against_onnx(mode: str, tmp_path: Path) -> None:
+    alpha, shift, scale, (lo, hi) = _UNARY_ORACLE[mode]
+    x = rand(3, 4, 5, lo=lo, hi=hi)
+    spec = _unary_spec(x, mode, alpha=alpha, shift=shift, scale=scale)
+    outs, _ = convert_and_run(spec, {"x": x}, tmp_path)
+    close(outs["y"], onnx_oracle(spec, {"x": x})["y"], rtol=2e-6)
+
+
+def test_unary_threshold_rank5(tmp_path: Path) -> None:
+    """max(alpha, x'); onnxmltools writes an invalid ONNX Clip here (a double bound), so numpy."""
+    alpha, shift, scale, (lo, hi) = _UNARY_ORACLE["threshold"]
+    x = rand(3, 4, 5, lo=lo, hi=hi)
+    outs, _ = convert_and_run(_unary_spec(x, "threshold", alpha=alpha, shift=shift, scale=scale), {"x": x}, tmp_path)
+    close(outs["y"], np.maximum(alpha, scale * x.astype(np.float64) + shift))
+
+
+@pytest.mark.parametrize("mode", ["rsqrt", "inverse"])
+def test_unary_epsilon_spec_formula_not_onnx(mode: str, tmp_path: Path) -> None:
+    """RSQRT: 1 / sqrt(x' + epsilon); INVERSE: 1 / (x' + epsilon), x' = scale x + shift. The
+    onnxmltools oracle drops epsilon (shown), so the expectation is the spec's formula."""
+    x = rand(3, 4, 5, lo=0.2, hi=3.0)
+    eps, shift, scale = 0.25, 0.5, 0.75
+    spec = _unary_spec(x, mode, shift=shift, scale=scale, epsilon=eps)
+    outs, _ = convert_and_run(spec, {"x": x}, tmp_path)
+    xp = scale * x.astype(np.float64) + shift
+    f = (lambda v: 1 / np.sqrt(v)) if mode == "rsqrt" else (lambda v: 1 / v)
+    close(outs["y"], f(xp + eps), rtol=2e-6)
+    oracle = onnx_oracle(spec, {"x": x})["y"]
+    close(oracle, f(xp), rtol=2e-6)  # the oracle's known defect: no epsilon
+    assert not np.allclose(oracle.reshape(outs["y"].shape), outs["y"])
+
+
+def test_unary_log_has_no_epsilon(tmp_path: Path) -> None:
+    """The spec's LOG is log x (epsilon is in the RSQRT and INVERSE formulas only)."""
+    x = np.array([0.0, 1e-30, 0.5, 2.0, -1.0], np.float32)
+    outs, _ = convert_and_run(_unary_spec(x, "log", epsilon=0.5, nd=True), {"x": x}, tmp_path)
+    with np.errstate(all="ignore"):
+        close(outs["y"], np.log(x.astype(np.float64)))
+
+
+@pytest.mark.parametrize("mode", list(_UNARY_ORACLE) + ["rsqrt", "inverse"])
+def test_unary_nd(mode: str, tmp_path: Path) -> None:
+    """ND network, rank 2: the same formulas, written out here."""
+    alpha, shift, scale, (lo, hi) = _UNARY_ORACLE.get(mode, (1.0, 0.5, 0.75, (0.2, 3.0)))
+    x = rand(6, 7, lo=lo, hi=hi)
+    eps = 0.125
+    outs, _ = convert_and_run(_unary_spec(x, mode, alpha=alpha, shift=shift, scale=scale, epsilon=eps, nd=True),
+                              {"x": x}, tmp_path)
+    v = scale * x.astype(np.float64) + shift
+    want = {"sqrt": np.sqrt, "power": lambda t: t**alpha, "exp": np.exp, "log": np.log, "abs": np.abs,
+            "threshold": lambda t: np.maximum(alpha, t), "rsqrt": lambda t: 1 / np.sqrt(t + eps),
+            "inverse": lambda t: 1 / (t + eps)}[mode](v)
+    assert outs["y"].shape == (6, 7)
+    close(outs["y"], want, rtol=2e-6)
+
+
+def test_unary_scale_zero_is_literal(tmp_path: Path) -> None:
+    """scale = 0 (the proto default when a writer leaves it unset) makes x' = shift everywhere,
+    as the formula says; the conversion says so in a note."""
+    x = rand(2, 3)
+    spec = _unary_spec(x, "exp", shift=0.5, scale=1.0, nd=True)
+    spec.neuralNetwork.layers[0].unary.scale = 0.0
+    outs, prog = convert_and_run(spec, {"x": x}, tmp_path)
+    close(outs["y"], np.full((2, 3), np.exp(0.5)))
+    assert any("scale is 0" in note for note in prog.meta["notes"])
+
+
+# ---------------------------------------------------------------------------------------------
+# add, multiply, average, max, min
+
+
+_MERGE_NUMPY = {"ADD": lambda xs: sum(xs[1:], xs[0]), "MULTIPLY": lambda xs: np.prod(np.broadcast_arrays(*xs), 0),
+                "AVE": lambda xs: sum(xs[1:], xs[0]) / len(xs), "MAX": lambda xs: np.maximum.reduce(
+                    np.broadcast_arrays(*xs)), "MIN": lambda xs: np.minimum.reduce(np.broadcast_arrays(*xs))}
+
+
+@pytest.mark.parametrize("mode", ["ADD", "MULTIPLY", "AVE", "MAX", "MIN"])
+@pytest.mark.parametrize("other", [(3, 4, 5), (3, 1, 1), (1, 4, 5), (1,)], ids=["CHW", "C11", "1HW", "1"])
+def test_merge_two_inputs_rank5_against_onnx(mode: str, other: tuple[int, ...], tmp_path: Path) -> None:
+    """Two inputs, [C, H, W] with each broadcastable form of the rank-5 spec."""
+    nn = builder({"a": (3, 4, 5), "b": other})
+    nn.add_elementwise("m", ["a", "b"], "y", mode)
+    feeds = {"a": rand(3, 4, 5), "b": rand(*other)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    assert outs["y"].shape == (3, 4, 5)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+
+
+@pytest.mark.parametrize("mode", ["ADD", "MULTIPLY", "AVE", "MAX", "MIN"])
+def test_merge_many_inputs_rank5(mode: str, tmp_path: Path) -> None:
+    """Four inputs of the four rank-5 forms, [C] a vector over channels ([1, 1, C, 1, 1])."""
+    shapes = {"a": (3, 4, 5), "b": (3,), "c": (1, 4, 5), "d": (1,)}
+    nn = builder(shapes)
+    nn.add_elementwise("m", list(shapes), "y", mode)
+    feeds = {k: rand(*s) for k, s in shapes.items()}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    chw = [feeds["a"], feeds["b"].reshape(3, 1, 1), feeds["c"], feeds["d"].reshape(1, 1, 1)]
+    close(outs["y"], _MERGE_NUMPY[mode]([v.astype(np.float64) for v in chw]))
+
+
+@pytest.mark.parametrize("mode", ["ADD", "MULTIPLY", "AVE", "MAX", "MIN"])
+def test_merge_many_inputs_nd(mode: str, tmp_path: Path) -> None:
+    """ND network: inputs of ranks 4, 3 and 1 broadcast from the last axis."""
+    shapes = {"a": (2, 3, 4, 5), "b": (3, 1, 1), "c": (5,)}
+    nn = builder(shapes, nd=True)
+    nn.add_elementwise("m", list(shapes), "y", mode)
+    feeds = {k: rand(*s) for k, s in shapes.items()}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    assert outs["y"].shape == (2, 3, 4, 5)
+    close(outs["y"], _MERGE_NUMPY[mode]([v.astype(np.float64) for v in feeds.values()]))
+
+
+@pytest.mark.parametrize("mode,alpha", [("ADD", 1.75), ("MULTIPLY", -0.5)])
+def test_add_multiply_single_input_alpha_against_onnx(mode: str, alpha: float, tmp_path: Path) -> None:
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_elementwise("m", ["x"], "y", mode, alpha=alpha)
+    feeds = {"x": rand(3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+    close(outs["y"], feeds["x"] + alpha if mode == "ADD" else feeds["x"] * alpha)
+
+
+@pytest.mark.parametrize("mode", ["AVE", "MAX", "MIN"])
+def test_single_input_merge_is_identity(mode: str, tmp_path: Path) -> None:
+    nn = builder({"x": (2, 3)}, nd=True)
+    nn.add_elementwise("m", ["x"], "y", mode)
+    feeds = {"x": rand(2, 3)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    np.testing.assert_array_equal(outs["y"], feeds["x"])
+
+
+# ---------------------------------------------------------------------------------------------
+# scale, bias
+
+_CHW_SHAPES = {"1": (1,), "C": (3,), "1HW": (1, 4, 5), "CHW": (3, 4, 5)}
+
+
+def _chw(values: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """A [1] / [C] / [1, H, W] / [C, H, W] parameter laid over [C, H, W] (the spec's broadcast)."""
+    return values.reshape((shape[0], 1, 1) if len(shape) == 1 else shape).astype(np.float64)
+
+
+@pytest.mark.parametrize("bias_shape", [None, *_CHW_SHAPES], ids=lambda s: f"bias-{s}")
+@pytest.mark.parametrize("scale_shape", list(_CHW_SHAPES), ids=lambda s: f"scale-{s}")
+def test_scale_rank5_against_onnx(scale_shape: str, bias_shape: str | None, tmp_path: Path) -> None:
+    ss = _CHW_SHAPES[scale_shape]
+    sb = _CHW_SHAPES[bias_shape] if bias_shape else None
+    w, bb = rand(*ss), (rand(*sb) if sb else None)
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_scale("s", w, bb, sb is not None, "x", "y", shape_scale=list(ss), shape_bias=list(sb) if sb else None)
+    feeds = {"x": rand(3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+    want = feeds["x"] * _chw(w, ss) + (_chw(bb, sb) if sb else 0.0)
+    close(outs["y"], want)
+
+
+def test_scale_nd_batch_and_fp16(tmp_path: Path) -> None:
+    """ND rank 4 [B, C, H, W] (leading axes are batch), fp16 scale and bias ([C] and [1, H, W])."""
+    w, bb = rand(3).astype(np.float16), rand(1, 4, 5).astype(np.float16)
+    nn = builder({"x": (2, 3, 4, 5)}, nd=True)
+    nn.add_scale("s", w, bb, True, "x", "y", shape_scale=[3], shape_bias=[1, 4, 5])
+    layer = nn.spec.neuralNetwork.layers[0].scale
+    layer.scale.float16Value = w.tobytes()
+    layer.bias.float16Value = bb.tobytes()
+    del layer.scale.floatValue[:], layer.bias.floatValue[:]
+    feeds = {"x": rand(2, 3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    assert outs["y"].shape == (2, 3, 4, 5)
+    close(outs["y"], feeds["x"] * _chw(w, (3,)) + _chw(bb, (1, 4, 5)))
+
+
+@pytest.mark.parametrize("shape", list(_CHW_SHAPES))
+def test_bias_rank5_against_onnx(shape: str, tmp_path: Path) -> None:
+    sb = _CHW_SHAPES[shape]
+    bb = rand(*sb)
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_bias("b", bb, "x", "y", shape_bias=list(sb))
+    feeds = {"x": rand(3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+    close(outs["y"], feeds["x"] + _chw(bb, sb))
+
+
+def test_bias_nd_rank5_input(tmp_path: Path) -> None:
+    """ND rank 5: the bias binds to the last three axes."""
+    bb = rand(3, 4, 5)
+    nn = builder({"x": (2, 2, 3, 4, 5)}, nd=True)
+    nn.add_bias("b", bb, "x", "y", shape_bias=[3, 4, 5])
+    feeds = {"x": rand(2, 2, 3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], feeds["x"] + bb)
+
+
+def test_bias_linear_quantized(tmp_path: Path) -> None:
+    """8-bit linear quantization, one scale for the tensor: w = scale * q + bias (WeightParams).
+    The compression is kept (an iOS16 constexpr op) and decodes to the formula."""
+    q = RNG.integers(0, 256, 60).astype(np.uint8)
+    nn = builder({"x": (3, 4, 5)}, nd=True)
+    nn.add_bias("b", rand(3, 4, 5), "x", "y", shape_bias=[3, 4, 5])
+    wp = nn.spec.neuralNetwork.layers[0].bias.bias
+    del wp.floatValue[:]
+    wp.rawValue = q.tobytes()
+    wp.quantization.numberOfBits = 8
+    wp.quantization.linearQuantization.scale.append(0.03125)
+    wp.quantization.linearQuantization.bias.append(-2.0)
+    feeds = {"x": rand(3, 4, 5)}
+    outs, prog = convert_and_run(nn.spec, feeds, tmp_path)
+    assert prog.main.opset == "iOS16" and any(op.type.startswith("constexpr_") for op in prog.walk())
+    close(outs["y"], feeds["x"] + (0.03125 * q.astype(np.float64) - 2.0).reshape(3, 4, 5))
+
+
+def test_load_constant_nd_lookup_table(tmp_path: Path) -> None:
+    """4-bit lookup-table data: w = lut[q], codes packed most significant bits first."""
+    q = RNG.integers(0, 16, 30).astype(np.uint8)
+    lut = rand(16)
+    nn = builder({"x": (2, 3, 5)}, nd=True)
+    nn.add_load_constant_nd("k", "k", rand(2, 3, 5), [2, 3, 5])
+    wp = nn.spec.neuralNetwork.layers[0].loadConstantND.data
+    del wp.floatValue[:]
+    wp.rawValue = bytes((hi << 4) | lo for hi, lo in zip(q[0::2], q[1::2]))
+    wp.quantization.numberOfBits = 4
+    wp.quantization.lookupTableQuantization.floatValue.extend(lut.tolist())
+    nn.add_elementwise("m", ["x", "k"], "y", "ADD")
+    feeds = {"x": rand(2, 3, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], feeds["x"].astype(np.float64) + lut[q].reshape(2, 3, 5))
+
+
+def test_flexible_shapes(tmp_path: Path) -> None:
+    """Symbolic H and W (a shape range): scale / bias over C, and where with the condition widest,
+    run at a size other than the declared default."""
+    from coremltools.models.neural_network import flexible_shape_utils
+
+    nn = builder({"x": (3, 4, 5), "c": (2, 3, 4, 5)}, ("y", "w"), nd=True)
+    s, bb = rand(3), rand(3)
+    nn.add_scale("s", s, bb, True, "x", "y", shape_scale=[3], shape_bias=[3])
+    nn.add_where_broadcastable("wh", ["c", "y", "x"], "w")
+    for name, rank in (("x", 3), ("c", 4)):
+        flexible_shape_utils.set_multiarray_ndshape_range(nn.spec, name, lower_bounds=[1] * (rank - 2) + [1, 1],
+                                                          upper_bounds=[2] * (rank - 3) + [3, 8, 8])
+    feeds = {"x": rand(3, 2, 7), "c": _small_ints(2, 3, 2, 7)}
+    outs, prog = convert_and_run(nn.spec, feeds, tmp_path)
+    assert any(not isinstance(d, int) for d in prog.main.inputs[0].type.shape)
+    want_y = feeds["x"] * s.reshape(3, 1, 1) + bb.reshape(3, 1, 1)
+    close(outs["y"], want_y)
+    np.testing.assert_array_equal(outs["w"], np.where(feeds["c"] != 0, outs["y"], feeds["x"]))
+
+
+# ---------------------------------------------------------------------------------------------
+# dot
+
+
+def test_dot_rank5_against_onnx(tmp_path: Path) -> None:
+    nn = builder({"a": (6,), "b": (6,)})
+    nn.add_elementwise("d", ["a", "b"], "y", "DOT")
+    feeds = {"a": rand(6), "b": rand(6)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+    close(outs["y"], np.dot(feeds["a"].astype(np.float64), feeds["b"]))
+
+
+def test_dot_cosine_rank5(tmp_path: Path) -> None:
+    """x . y / (|x| |y|); onnxmltools normalises over the unit W axis (its defect), so numpy."""
+    nn = builder({"a": (6,), "b": (6,)})
+    nn.add_elementwise("d", ["a", "b"], "y", "COS")
+    feeds = {"a": rand(6), "b": rand(6)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    a, b = (feeds[k].astype(np.float64) for k in "ab")
+    close(outs["y"], np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+
+
+@pytest.mark.parametrize("cosine", [False, True])
+def test_dot_nd_batch(cosine: bool, tmp_path: Path) -> None:
+    """ND [B, C, 1, 1] -> [B, 1, 1, 1]."""
+    nn = builder({"a": (4, 6, 1, 1), "b": (4, 6, 1, 1)}, nd=True)
+    nn.add_elementwise("d", ["a", "b"], "y", "COS" if cosine else "DOT")
+    feeds = {"a": rand(4, 6, 1, 1), "b": rand(4, 6, 1, 1)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    a, b = (feeds[k].astype(np.float64) for k in "ab")
+    want = (a * b).sum(axis=1, keepdims=True)
+    if cosine:
+        want = want / (np.linalg.norm(a, axis=1, keepdims=True) * np.linalg.norm(b, axis=1, keepdims=True))
+    assert outs["y"].shape == (4, 1, 1, 1)
+    close(outs["y"], want)
+
+
+# ---------------------------------------------------------------------------------------------
+# loadConstant, loadConstantND
+
+
+def test_load_constant_rank5_against_onnx(tmp_path: Path) -> None:
+    c = rand(3, 4, 5)
+    nn = builder({"x": (3, 4, 5)}, ("y", "k"))
+    nn.add_load_constant("k", "k", c, [3, 4, 5])
+    nn.add_elementwise("m", ["x", "k"], "y", "MULTIPLY")
+    feeds = {"x": rand(3, 4, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
+    np.testing.assert_array_equal(outs["k"], c)
+
+
+def test_load_constant_is_rank5_in_nd_network(tmp_path: Path) -> None:
+    """The output is [1, 1, C, H, W] whatever the network's mapping; fp16 data."""
+    c = rand(2, 3, 4).astype(np.float16)
+    nn = builder({"x": (1,)}, ("y", "k"), nd=True)
+    nn.add_load_constant("k", "k", c.astype(np.float32), [2, 3, 4])
+    layer = nn.spec.neuralNetwork.layers[0].loadConstant
+    del layer.data.floatValue[:]
+    layer.data.float16Value = c.tobytes()
+    nn.add_elementwise("m", ["x", "k"], "y", "ADD")
+    outs, _ = convert_and_run(nn.spec, {"x": np.ones(1, np.float32)}, tmp_path)
+    assert outs["k"].shape == (1, 1, 2, 3, 4)
+    np.testing.assert_array_equal(outs["k"], c.astype(np.float32)[None, None])
+    close(outs["y"], c.astype(np.float64)[None, None] + 1)
+
+
+@pytest.mark.parametrize("shape", [(5,), (2, 3), (2, 1, 3, 2)], ids=str)
+def test_load_constant_nd(shape: tuple[int, ...], tmp_path: Path) -> None:
+    c = rand(*shape)
+    nn = builder({"x": shape}, nd=True)
+    nn.add_load_constant_nd("k", "k", c, list(shape))
+    nn.add_elementwise("m", ["x", "k"], "y", "ADD")
+    feeds = {"x": rand(*shape)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    close(outs["y"], feeds["x"].astype(np.float64) + c)
+
+
+# ---------------------------------------------------------------------------------------------
+# spec-4 unary math
+
+_erf = np.vectorize(math.erf)
+_MATH = {  # layer kind -> (builder call, numpy formula, input range)
+    "ceil": ("add_ceil", np.ceil, (-5, 5)),
+    "floor": ("add_floor", np.floor, (-5, 5)),
+    "sign": ("add_sign", np.sign, (-5, 5)),
+    "round": ("add_round", np.round, (-5, 5)),
+    "exp2": ("add_exp2", np.exp2, (-5, 5)),
+    "sin": ("add_sin", np.sin, (-5, 5)),
+    "cos": ("add_cos", np.cos, (-5, 5)),
+    "tan": ("add_tan", np.tan, (-1.5, 1.5)),
+    "asin": ("add_asin", np.arcsin, (-1, 1)),
+    "acos": ("add_acos", np.arccos, (-1, 1)),
+    "atan": ("add_atan", np.arctan, (-5, 5)),
+    "sinh": ("add_sinh", np.sinh, (-5, 5)),
+    "cosh": ("add_cosh", np.cosh, (-5, 5)),
+    "tanh": ("add_tanh", np.tanh, (-5, 5)),
+    "asinh": ("add_asinh", np.arcsinh, (-5, 5)),
+    "acosh": ("add_acosh", np.arccosh, (1, 10)),
+    "atanh": ("add_atanh", np.arctanh, (-0.99, 0.99)),
+    "erf": ("add_erf", _erf, (-3, 3)),
+}
+
+
+@pytest.mark.parametrize("kind", list(_MATH))
+def test_math_unary_nd(kind: str, tmp_path: Path) -> None:
+    method, formula, (lo, hi) = _MATH[kind]
+    x = rand(2, 3, 5, lo=lo, hi=hi)
+    if kind in ("ceil", "floor", "sign", "round"):
+        x[0, 0, :] = [-2.0, 0.0, 3.0, -0.25, 0.75]  # integers, zero, both signs (no .5 ties: see round)
+    nn = builder({"x": x.shape}, nd=True)
+    getattr(nn, method)(kind, "x", "y")
+    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    close(outs["y"], formula(x.astype(np.float64)), rtol=3e-6, atol=1e-6)
+
+
+def test_math_unary_rank5_network(tmp_path: Path) -> None:
+    """A spec-4 layer in a network with the legacy rank-5 mapping."""
+    nn = builder({"x": (3, 2, 2)})
+    nn.spec.specificationVersion = 4
+    nn.add_sin("s", "x", "y")
+    x = rand(3, 2, 2)
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    close(outs["y"], np.sin(x.astype(np.float64)))
+
+
+_HYPERBOLIC_INPUTS = np.concatenate([
+    np.array([0.0, -0.0, 1e-30, -1e-30, 1e-7, 3e-4, 0.1, 0.5, 0.999, 1.0, 1.001, 2.0, 10.0, 1e4, 1e10, 1e19, 2e19,
+              1e30, 3.4e38, -3.4e38, np.inf, -np.inf, np.nan, -5.0, -1e25], np.float32),
+    RNG.uniform(-20, 20, 200).astype(np.float32),
+    (10.0 ** RNG.uniform(-38, 38, 200)).astype(np.float32),
+])
+
+
+def test_asinh_composition_accuracy(tmp_path: Path) -> None:
+    """asinh composed from MIL ops is within a few ulps of float64 arcsinh over the whole fp32
+    range (tiny values, overflow of x^2, infinities, NaN, -0)."""
+    x = np.concatenate([_HYPERBOLIC_INPUTS, -_HYPERBOLIC_INPUTS[-200:]])
+    nn = builder({"x": x.shape}, nd=True)
+    nn.add_asinh("h", "x", "y")
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    assert ulp_error(outs["y"], np.arcsinh(x.astype(np.float64))) <= 4
+
+
+def test_acosh_composition_accuracy(tmp_path: Path) -> None:
+    """acosh: a few ulps from 1 (where 1 + tiny matters) to 3.4e38, NaN below 1."""
+    near_one = (1.0 + np.arange(1, 50) * np.float32(2**-23)).astype(np.float32)
+    x = np.concatenate([np.abs(_HYPERBOLIC_INPUTS) + 1, near_one, np.array([1.0, 0.5, -2.0, np.inf], np.float32)])
+    nn = builder({"x": x.shape}, nd=True)
+    nn.add_acosh("h", "x", "y")
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    with np.errstate(invalid="ignore"):
+        want = np.arccosh(x.astype(np.float64))
+    assert ulp_error(outs["y"], want) <= 4
+
+
+@pytest.mark.parametrize("lo,hi", [(-0.5, 1.25), (1.0, 1.0), (2.0, -1.0)], ids=["normal", "equal", "inverted"])
+def test_clip(lo: float, hi: float, tmp_path: Path) -> None:
+    """min(max(x, minVal), maxVal), also where minVal >= maxVal (every element is maxVal)."""
+    x = rand(4, 6)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+    nn = builder({"x": x.shape}, nd=True)
+    nn.add_clip("c", "x", "y", min_value=lo, max_value=hi)
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    close(outs["y"], np.minimum(np.maximum(x, np.float32(lo)), np.float32(hi)))
+
+
+@pytest.mark.parametrize("mode", ["EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION"])
+def test_gelu(mode: str, tmp_path: Path) -> None:
+    x = rand(3, 7, lo=-5, hi=5)
+    nn = builder({"x": x.shape}, nd=True)
+    nn.add_gelu("g", "x", "y", mode=mode)
+    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
+    v = x.astype(np.float64)
+    want = {"EXACT": 0.5 * v * (1 + _erf(v / math.sqrt(2))),
+            "TANH_APPROXIMATION": 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
+            "SIGMOID_APPROXIMATION": v / (1 + np.exp(-1.702 * v))}[mode]
+    close(outs["y"], want, rtol=2e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# comparisons, logical, where
+
+_COMPARE = {  # layer kind -> (builder call and its extra arguments, numpy)
+    "equal": (("add_equal", {}), np.equal),
+    "notEqual": (("add_not_equal", {}), np.not_equal),
+    "lessThan": (("add_less_than", {}), np.less),
+    "lessEqual": (("add_less_than", {"use_less_than_equal": True}), np.less_equal),
+    "greaterThan": (("add_greater_than", {}), np.greater),
+    "greaterEqual": (("add_greater_than", {"use_greater_than_equal": True}), np.greater_equal),
+}
+
+
+def _small_ints(*shape: int) -> np.ndarray:
+    """Values from {-1, 0, 1, 2}: comparisons see equal pairs."""
+    return RNG.integers(-1, 3, shape).astype(np.float32)
+
+
+@pytest.mark.parametrize("kind", list(_COMPARE))
+def test_compare_two_inputs(kind: str, tmp_path: Path) -> None:
+    (method, extra), formula = _COMPARE[kind]
+    nn = builder({"a": (2, 3, 4), "b": (3, 1)}, nd=True)
+    getattr(nn, method)(kind, ["a", "b"], "y", **extra)
+    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
+    feeds = {"a": _small_ints(2, 3, 4), "b": _small_ints(3, 1)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    assert outs["y"].dtype == np.float32 and outs["y"].shape == (2, 3, 4)
+    np.testing.assert_array_equal(outs["y"], formula(feeds["a"], feeds["b"]).astype(np.float32))
+
+
+@pytest.mark.parametrize("kind", list(_COMPARE))
+def test_compare_with_alpha(kind: str, tmp_path: Path) -> None:
+    (method, extra), formula = _COMPARE[kind]
+    nn = builder({"a": (3, 5)}, nd=True)
+    getattr(nn, method)(kind, ["a"], "y", alpha=1.0, **extra)
+    feeds = {"a": _small_ints(3, 5)}
+    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
+    np.testing.assert_array_equal(outs["y"], formula(feeds["a"], np.float32(1.0)).astype(np.float32))
+
+
+_LOGICAL_VALUES = np.array([0.0, -0.0, 1.0, -3.5, 1e-30, np.nan], np.float32)
+
+
+@pytest.mark.parametrize("mode", ["AND", "OR", "XOR"])
+def test_logical_binary(mode: str, tmp_path: Path) -> None:
+    """0.0 is false, anything else (NaN too) true; the output is 1.0 / 0.0; broadcasting."""
+    a = np.repeat(_LOGICAL_VALUES, 6).reshape(6, 6)
+    b = _LOGICAL_VALUES.reshape(1, 6)
+    nn = builder({"a": a.shape, "b": b.shape}, nd=True)
+    nn.add_logical(mode.lower(), ["a", "b"], "y", mode)
+    outs, _ = convert_and_run(nn.spec, {"a": a, "b": b}, tmp_path)
+    fn = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}[mode]
+    np.testing.assert_array_equal(outs["y"], fn(a != 0, b != 0).astype(np.float32))
+
+
+def test_logical_not(tmp_path: Path) -> None:
+    nn = builder({"a": _LOGICAL_VALUES.shape}, nd=True)
+    nn.add_logical("not", ["a"], "y", "NOT")
+    outs, _ = convert_and_run(nn.spec, {"a": _LOGICAL_VALUES}, tmp_path)
+    np.testing.assert_array_equal(outs["y"], np.array([1, 1, 0, 0, 0, 0], np.float32))
+
+
+@pytest.mark.parametrize("shapes", [((2, 2, 6), (2, 6), (6,)), ((6,), (2, 1, 6), (3, 1))], ids=["cond-widest", "x-y-widest"])
+def test_where(shapes: tuple[tuple[int, ...], ...], tmp_path: Path) -> None:
+    """x where cond != 0 (NaN is true) else y; all three broadcast, the condition possibly widest."""
+    cond = np.resize(_LOGICAL_VALUES, shapes[0])
+    x, y = rand(*shapes[1]), rand(*shapes[2])
+    x.flat[0] = -0.0
+    nn = builder({"c": cond.shape, "a": x.shape, "b": y.shape}, nd=True)
+    nn.add_where_broadcastable("w", ["c", "a", "b"], "y")
+    outs, _ = convert_and_run(nn.spec, {"c": cond, "a": x, "b": y}, tmp_path)
+    want = np.where(cond != 0, x, y)
+    np.testing.assert_array_equal(outs["y"], want)
+    np.testing.assert_array_equal(np.signbit(outs["y"]), np.signbit(want))
+
+
+_BINARY = {  # layer kind -> (builder call, numpy)
+    "addBroadcastable": ("add_add_broadcastable", np.add),
+    "subtractBroadcastable": ("add_subtract_broadcastable", np.subtract),
+    "multiplyBroadcastable": ("add_multiply_broadcastable", np.multiply),
+    "divideBroadcastable": ("add_divide_broadcastable", np.divide),
+    "floorDivBroadcastable": ("add_floor_div_broadcastable", lambda a, b: np.floor(a / b)),
+    "modBroadcastable": ("add_mod_broadcastable", lambda a, b: a - np.floor(a / b) * b),
+    "powBroadcastable": ("add_pow_broadcastable", np.power),
+    "maxBroadcastable": ("add_max_broadcastable", np.maximum),
+    "minBroadcastable": ("add_min_broadcastable", np.minimum),
+}
+
+
+@pytest.mark.parametrize("kind", list(_BINARY))
+def test_broadcastable_binary(kind: str, tmp_path: Path) -> None:
+    """Numpy broadcasting of [2, 1, 4, 5] and [3, 1, 5]; both signs (mod takes the divisor's
+    sign, floor division rounds down); pow on a positive base."""
+    method, formula = _BINARY[kind]
+    a, b = rand(2, 1, 4, 5, lo=-4, hi=4), rand(3, 1, 5, lo=-3, hi=3)
+    b[np.abs(b) < 0.25] = 0.5  # keep divisions away from 0
+    if kind == "powBroadcastable":
+        a = np.abs(a) + 0.1
+    nn = builder({"a": a.shape, "b": b.shape}, nd=True)
+    getattr(nn, method)(kind, ["a", "b"], "y")
+    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
+    outs, _ = convert_and_run(nn.spec, {"a": a, "b": b}, tmp_path)
+    assert outs["y"].shape == (2, 3, 4, 5)
+    close(outs["y"], formula(a.astype(np.float64), b.astype(np.float64)), rtol=2e-6, atol=2e-6)
+
+
+# ---------------------------------------------------------------------------------------------
+# malformed layers: a FormatError that names the layer
+
+
+def _expect_format_error(spec, tmp_path: Path, layer: str, words: str) -> None:
+    import converter
+
+    path = tmp_path / "bad.mlmodel"
+    path.write_bytes(spec.SerializeToString())
+    with pytest.raises(FormatError) as e:
+        converter.load(path)
+    assert e.value.op == layer
+    assert words in str(e.value)
+
+
+def test_malformed_scale_weight_count(tmp_path: Path) -> None:
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_scale("bad_scale", rand(3), None, False, "x", "y", shape_scale=[3])
+    nn.spec.neuralNetwork.layers[0].scale.scale.floatValue.append(1.0)  # 4 values for [3]
+    _expect_format_error(nn.spec, tmp_path, "bad_scale", "4 values")
+
+
+def test_malformed_bias_channels(tmp_path: Path) -> None:
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_bias("bad_bias", rand(2), "x", "y", shape_bias=[2])
+    _expect_format_error(nn.spec, tmp_path, "bad_bias", "does not fit")
+
+
+def test_malformed_scale_shape_rank(tmp_path: Path) -> None:
+    nn = builder({"x": (3, 4, 5)})
+    nn.add_scale("bad_rank", rand(4, 5), None, False, "x", "y", shape_scale=[4, 5])
+    _expect_format_error(nn.spec, tmp_path, "bad_rank", "is not [1], [C]")
+
+
+def test_malformed_load_constant_shape(tmp_path: Path) -> None:
+    nn = builder({"x": (4, 5)}, ("y",))
+    nn.add_load_constant("bad_const", "k", rand(1, 4, 5), [1, 4, 5])
+    del nn.spec.neuralNetwork.layers[0].loadConstant.shape[0]  # [4, 5]
+    nn.add_elementwise("m", ["x", "k"], "y", "ADD")
+    _expect_format_error(nn.spec, tmp_path, "bad_const", "must be [C, H, W]")
+
+
+def test_malformed_dot_spatial(tmp_path: Path) -> None:
+    nn = builder({"a": (3, 2, 2), "b": (3, 2, 2)})
+    nn.add_elementwise("bad_dot", ["a", "b"], "y", "DOT")
+    _expect_format_error(nn.spec, tmp_path, "bad_dot", "last two dimensions are 1")
+
+
+def test_malformed_add_shapes(tmp_path: Path) -> None:
+    nn = builder({"a": (3, 4, 5), "b": (2, 4, 5)})
+    nn.add_elementwise("bad_add", ["a", "b"], "y", "ADD")
+    _expect_format_error(nn.spec, tmp_path, "bad_add", "do not broadcast")
+
+
+def test_malformed_unary_type(tmp_path: Path) -> None:
+    spec = _unary_spec(rand(3), "exp", nd=True)
+    spec.neuralNetwork.layers[0].unary.type = 42
+    _expect_format_error(spec, tmp_path, "u", "unknown unary function type 42")
+
+
+def test_malformed_compare_inputs(tmp_path: Path) -> None:
+    nn = builder({"a": (3,), "b": (3,), "c": (3,)}, nd=True)
+    nn.add_equal("bad_eq", ["a", "b"], "y")
+    nn.spec.neuralNetwork.layers[0].input.append("c")
+    _expect_format_error(nn.spec, tmp_path, "bad_eq", "takes 1 to 2 input(s), has 3")
