@@ -213,12 +213,31 @@ def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
             raise CodecError(f"{which} data for a string tensor")
         if which == "bools" and dt.name != "bool":
             raise CodecError(f"bool data for a {dt.name} tensor")
+        _check_representable(field, which, dt)
         arr = np.array(field, dtype=dt.storage if dt.has_native_numpy else np.int64)
         if not dt.has_native_numpy:
             arr = arr.astype(dt.storage)
     if arr.size != count:
         raise CodecError(f"{arr.size} values for a tensor of shape {list(shape)}")
     return arr.reshape(shape)
+
+
+def _check_representable(values: Any, field: str, dt: DType) -> None:
+    """The generic fields (floats, doubles, ints, longInts) are read for any numeric dtype, but an
+    integer or bool tensor only takes values it holds exactly (integral, in range): anything else
+    means the data and the declared type disagree, and casting would silently change the values."""
+    if dt.is_float or field == "bools" or dt.name == "uint64":
+        return
+    data = np.asarray(values, dtype=np.float64 if field in ("floats", "doubles") else np.int64)
+    if data.size == 0:
+        return
+    if data.dtype.kind == "f" and not np.all(np.isfinite(data) & (data == np.round(data))):
+        bad = data[~(np.isfinite(data) & (data == np.round(data)))][0].item()
+        raise CodecError(f"{field} value {bad} does not fit the declared dtype {dt.name}: not an integer")
+    lo, hi = (0, 1) if dt.name == "bool" else dt.value_range()
+    if data.min() < lo or data.max() > hi:
+        bad = (data.min() if data.min() < lo else data.max()).item()
+        raise CodecError(f"{field} value {bad} does not fit the declared dtype {dt.name}: outside [{lo}, {hi}]")
 
 
 def tensor_to_immediate(arr: np.ndarray, t: TensorType, tv: MIL_pb2.TensorValue) -> None:

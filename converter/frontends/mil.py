@@ -4,6 +4,11 @@ Generic: every operation is looked up in the op registry by type and opset; its 
 IR inputs (immediate values become ``const`` ops placed right before their user), its declared
 output types are kept (refined with inferred ones where the file leaves dims unknown), nested
 blocks keep their own scopes. Blob values are zero-copy views into the memory-mapped weight file.
+
+One dialect mapping: a state update is written in files as ``write_state(input, data)`` (no
+outputs), usually followed by ``read_state(input)`` of the same state; the IR has one op for both,
+``coreml_update_state(state, value)`` whose output is the new value (the read_state's output when
+one follows, as coremltools reads it).
 """
 
 from __future__ import annotations
@@ -16,7 +21,7 @@ from ..formats.milproto import CodecError, type_from_proto, value_from_proto
 from ..formats.model_file import ModelFile
 from ..formats.proto import MIL_pb2, Model_pb2
 from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
-from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef
+from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
 from ..ir.symbols import canonicalize_symbols
 from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
 from ..ir.verify import is_compile_time_const
@@ -32,7 +37,7 @@ def opset_from_mil(name: str, *, file: str, function: str) -> str:
             # iOS26 programs: our op registry stops at iOS18; load them against iOS18 signatures.
             return "iOS18"
         raise UnsupportedError(f"unknown opset '{name}' (known: {', '.join(sorted(MIL_TO_OPSET))}, CoreML9)",
-                               file=file, function=function)
+                               file=file, function=function, field="opset")
     return opset
 
 
@@ -55,6 +60,17 @@ class _Scope:
     def __init__(self, parent: _Scope | None = None) -> None:
         self.parent = parent
         self.names: dict[str, Value] = {}
+        # names defined in closed nested blocks -> the op owning the block (for error messages)
+        self.hidden: dict[str, str] = {}
+
+    def why_missing(self, name: str) -> str:
+        s: _Scope | None = self
+        while s is not None:
+            owner = s.hidden.get(name)
+            if owner is not None:
+                return f"which is defined inside a nested block of op '{owner}' and is not visible here"
+            s = s.parent
+        return "which is not defined before this use"
 
     def lookup(self, name: str) -> Value | None:
         s: _Scope | None = self
@@ -88,6 +104,10 @@ class _Loader:
             return value_from_proto(v, self.mf.load_blob, self.new_symbol)
         except CodecError as e:
             raise FormatError(str(e), file=self.file, **where) from None
+        except ConverterError as e:
+            if e.file is not None and e.file != self.file:  # a weight file's error: its field is the file's
+                where = {k: w for k, w in where.items() if k != "field"}
+            raise e.with_location(file=self.file, **where) from None
 
     # -- program ---------------------------------------------------------------------------------
 
@@ -104,8 +124,10 @@ class _Loader:
         for key, val in spec.attributes.items():
             prog.attributes[key] = self.decode_value(val, field=f"attributes.{key}")[0]
         descriptions = self.function_descriptions(model.description)
-        for name, fspec in spec.functions.items():
-            fn = self.function(name, fspec, descriptions.get(name))
+        # protobuf maps have no order: functions come in the order the description lists them
+        described = [fd.name for fd in model.description.functions if fd.name in spec.functions]
+        for name in dict.fromkeys([*described, *sorted(spec.functions)]):
+            fn = self.function(name, spec.functions[name], descriptions.get(name))
             prog.add_function(fn)
         default = model.description.defaultFunctionName or ("main" if "main" in prog.functions else
                                                            next(iter(prog.functions)))
@@ -162,33 +184,104 @@ class _Loader:
     def block(self, fn: Function, block: Block, bspec: MIL_pb2.Block, scope: _Scope, fname: str) -> None:
         for key, val in bspec.attributes.items():
             block.attributes[key] = self.decode_value(val, function=fname, field=f"block.attributes.{key}")[0]
-        for ospec in bspec.operations:
-            self.operation(fn, block, ospec, scope, fname)
+        ops = bspec.operations
+        i = 0
+        while i < len(ops):
+            if ops[i].type == "write_state":
+                nxt = ops[i + 1] if i + 1 < len(ops) else None
+                merged = nxt is not None and _reads_state_written_by(nxt, ops[i])
+                self.write_state(fn, block, ops[i], nxt if merged else None, scope, fname)
+                i += 2 if merged else 1
+                continue
+            self.operation(fn, block, ops[i], scope, fname)
+            i += 1
         outs = []
         for out_name in bspec.outputs:
             v = scope.lookup(out_name)
             if v is None:
-                raise FormatError(f"block output '{out_name}' is not defined in scope", file=self.file,
-                                  function=fname, field="block.outputs")
+                raise FormatError(f"block output refers to '{out_name}', {scope.why_missing(out_name)}",
+                                  file=self.file, function=fname, field="block.outputs")
             outs.append(v)
         block.set_outputs(outs)
 
-    def operation(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, scope: _Scope, fname: str) -> None:
-        attrs = dict(ospec.attributes)
+    def op_name(self, ospec: MIL_pb2.Operation, attrs: dict[str, Any], fname: str) -> str:
+        """The op's name attribute (popped from ``attrs``), else its first output's name."""
         op_name = ospec.outputs[0].name if ospec.outputs else ospec.type
         if "name" in attrs:
-            name_val, _ = self.decode_value(attrs.pop("name"), function=fname, field="attributes.name")
+            name_val, _ = self.decode_value(attrs.pop("name"), function=fname, op_type=ospec.type,
+                                            field="attributes.name")
             op_name = str(name_val.reshape(-1)[0]) if hasattr(name_val, "reshape") else str(name_val)
+        return op_name
+
+    def write_state(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, read: MIL_pb2.Operation | None,
+                    scope: _Scope, fname: str) -> None:
+        """``write_state`` (+ the ``read_state`` that follows it) -> ``coreml_update_state``."""
+        attrs = dict(ospec.attributes)
+        op_name = self.op_name(ospec, attrs, fname)
+        where = {"function": fname, "op": op_name, "op_type": ospec.type}
+        if attrs:
+            raise FormatError(f"unknown attribute(s) {', '.join(sorted(attrs))}", file=self.file,
+                              field=f"attributes.{sorted(attrs)[0]}", **where)
+        if ospec.outputs:
+            raise FormatError(f"write_state has no outputs, the file declares {len(ospec.outputs)}",
+                              file=self.file, field="outputs", **where)
+        if ospec.blocks:
+            raise FormatError("write_state has no nested blocks", file=self.file, field="blocks", **where)
+        if opset_index(fn.opset) < opset_index("iOS18"):
+            raise UnsupportedError(f"write_state is not available in opset {fn.opset} (first in iOS18)",
+                                   file=self.file, field="type", **where)
+        opdef = get_opdef("coreml_update_state", fn.opset)
+        for key in ospec.inputs:
+            if key not in ("input", "data"):
+                raise TypeInferenceError(f"unknown parameter '{key}' for write_state (expected one of: input, data)",
+                                         file=self.file, field=key, **where)
+        bound = {}
+        for key, ir_key in (("input", "state"), ("data", "value")):
+            if key not in ospec.inputs:
+                raise TypeInferenceError(f"missing required parameter '{key}'", file=self.file, field=key, **where)
+            values = self.bind_argument(block, ospec.inputs[key], key, opdef.opset, where, scope)
+            if len(values) != 1:
+                raise FormatError(f"parameter '{key}' takes one value, the file binds {len(values)}",
+                                  file=self.file, field=key, **where)
+            bound[ir_key] = values[0]
+        if read is not None:  # the pair is one IR op, named (and typed) as the read
+            op_name = self.op_name(read, dict(read.attributes), fname)
+            where = {"function": fname, "op": op_name, "op_type": read.type}
+        elif op_name.endswith("_write_state"):
+            op_name = op_name[: -len("_write_state")]
+        op = Op("coreml_update_state", opdef, name=op_name)
+        for key, v in bound.items():
+            op.set_input(key, v)
+        block.append(op)
+        if read is not None:
+            self.type_outputs(op, read, where)
+            scope.names[op.outputs[0].name] = op.outputs[0]
+            return
+        # No output in the file, so nothing refers to it: give it a name no value in scope has.
+        out_name, n = op_name, 0
+        while scope.lookup(out_name) is not None:
+            n += 1
+            out_name = f"{op_name}_{n}"
+        try:
+            types = opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+        except ConverterError as e:
+            raise e.with_location(file=self.file, **where) from None
+        op.create_outputs(types, [out_name])
+
+    def operation(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, scope: _Scope, fname: str) -> None:
+        attrs = dict(ospec.attributes)
+        op_name = self.op_name(ospec, attrs, fname)
         where = {"function": fname, "op": op_name, "op_type": ospec.type}
         try:
             opdef = get_opdef(ospec.type, fn.opset)
         except UnsupportedError as e:
-            raise e.with_location(file=self.file, **where) from None
+            raise e.with_location(file=self.file, field="type", **where) from None
         decoded_attrs: dict[str, Any] = {}
+        attr_types: dict[str, Type] = {}
         for key, val in attrs.items():
-            decoded_attrs[key] = self.decode_value(val, field=f"attributes.{key}", **where)[0]
+            decoded_attrs[key], attr_types[key] = self.decode_value(val, field=f"attributes.{key}", **where)
         if ospec.type in ("const", "_const_symbolic"):
-            self.const_op(block, ospec, opdef, op_name, decoded_attrs, scope, where)
+            self.const_op(block, ospec, opdef, op_name, decoded_attrs, attr_types.get("val"), scope, where)
             return
         op = Op(ospec.type, opdef, name=op_name, attributes=decoded_attrs)
         inputs = self.bind_inputs(block, ospec, opdef, scope, where)
@@ -207,17 +300,21 @@ class _Loader:
                 t = self.decode_type(nvt.type, field=f"block input {nvt.name}", **where)
                 inner.names[nvt.name] = nested.new_input(nvt.name, t)
             self.block(fn, nested, bspec, inner, fname)
+            for inner_name in (*inner.names, *inner.hidden):
+                scope.hidden.setdefault(inner_name, op.name)
         self.type_outputs(op, ospec, where)
         for v in op.outputs:
             scope.names[v.name] = v
 
     def const_op(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, op_name: str,
-                 attrs: dict[str, Any], scope: _Scope, where: dict[str, Any]) -> None:
-        if "val" not in attrs:
+                 attrs: dict[str, Any], val_type: Type | None, scope: _Scope, where: dict[str, Any]) -> None:
+        if "val" not in attrs or val_type is None:
             raise FormatError("const op has no 'val' attribute", file=self.file, field="attributes.val", **where)
         if len(ospec.outputs) != 1:
-            raise FormatError(f"const op has {len(ospec.outputs)} outputs", file=self.file, **where)
-        val_type = self.decode_value(ospec.attributes["val"], **where)[1]
+            raise FormatError(f"const op has {len(ospec.outputs)} outputs", file=self.file, field="outputs", **where)
+        if ospec.inputs or ospec.blocks:
+            what = "inputs" if ospec.inputs else "blocks"
+            raise FormatError(f"const op has {what}", file=self.file, field=what, **where)
         out_type = self.decode_type(ospec.outputs[0].type, field="outputs", **where)
         if not types_compatible(out_type, val_type):
             raise FormatError(f"const value of type {val_type} declared as {out_type}", file=self.file,
@@ -242,21 +339,7 @@ class _Loader:
             key = spec.name
             if key not in ospec.inputs:
                 continue
-            arg = ospec.inputs[key]
-            values = []
-            for i, binding in enumerate(arg.arguments):
-                kind = binding.WhichOneof("binding")
-                if kind == "name":
-                    v = scope.lookup(binding.name)
-                    if v is None:
-                        raise FormatError(f"parameter '{key}' refers to '{binding.name}', which is undefined or "
-                                          f"out of scope here", file=self.file, field=key, **where)
-                elif kind == "value":
-                    v = self.immediate_const(block, binding.value, f"{where['op']}_{key}" + (f"_{i}" if len(
-                        arg.arguments) > 1 else ""), opdef.opset, where, key)
-                else:
-                    raise FormatError(f"parameter '{key}' has an empty binding", file=self.file, field=key, **where)
-                values.append(v)
+            values = self.bind_argument(block, ospec.inputs[key], key, opdef.opset, where, scope)
             if spec.kind == "tuple":
                 out[key] = tuple(values)
             elif len(values) != 1:
@@ -265,6 +348,25 @@ class _Loader:
             else:
                 out[key] = values[0]
         return out
+
+    def bind_argument(self, block: Block, arg: MIL_pb2.Argument, key: str, opset: str, where: dict[str, Any],
+                      scope: _Scope) -> list[Value]:
+        """The values one parameter binds: named values in scope, or immediate values (as const ops)."""
+        values = []
+        for i, binding in enumerate(arg.arguments):
+            kind = binding.WhichOneof("binding")
+            if kind == "name":
+                v = scope.lookup(binding.name)
+                if v is None:
+                    raise FormatError(f"parameter '{key}' refers to '{binding.name}', {scope.why_missing(binding.name)}",
+                                      file=self.file, field=key, **where)
+            elif kind == "value":
+                v = self.immediate_const(block, binding.value, f"{where['op']}_{key}" + (f"_{i}" if len(
+                    arg.arguments) > 1 else ""), opset, where, key)
+            else:
+                raise FormatError(f"parameter '{key}' has an empty binding", file=self.file, field=key, **where)
+            values.append(v)
+        return values
 
     def immediate_const(self, block: Block, vspec: MIL_pb2.Value, name: str, opset: str,
                         where: dict[str, Any], key: str) -> Value:
@@ -290,6 +392,15 @@ class _Loader:
                                          file=self.file, field="outputs", **where)
             types.append(_refine(d, i))
         op.create_outputs(types, [o.name for o in ospec.outputs])
+
+
+def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -> bool:
+    """Whether ``read`` is ``read_state`` of the state ``write`` (a write_state) updates."""
+    if read.type != "read_state" or "input" not in read.inputs or "input" not in write.inputs:
+        return False
+    a, b = read.inputs["input"].arguments, write.inputs["input"].arguments
+    return len(a) == len(b) == 1 and a[0].WhichOneof("binding") == b[0].WhichOneof("binding") == "name" and (
+        a[0].name == b[0].name)
 
 
 def load_mil_program(mf: ModelFile) -> Program:

@@ -5,6 +5,13 @@
   An op (or a parameter of it) the target lacks is an UnsupportedError listing every offender.
 - Constants of >= 10 elements whose dtype a blob can hold go to ``weights/weight.bin`` (64-byte
   aligned, identical blobs stored once); the rest are immediate values.
+- List constants (``classify``'s ``classes``) are written inline, as the value of the binding that
+  uses them, as coremltools does: Core ML programs have no list-typed ``const`` ops. Everything else
+  a binding refers to is a named value. ``_const_symbolic`` (coremltools' internal constant) is
+  written as ``const``.
+- ``coreml_update_state`` (IR op) is written as Core ML writes a state update: ``write_state``
+  (named ``<op>_write_state``), then ``read_state`` of the same state (named ``<op>``, producing
+  the op's output) when that output is used.
 - Names become valid MIL identifiers, unique per function; the IR itself is not modified.
 - The model description comes from the functions' signatures; features a frontend recorded
   (images, classifier outputs, flexible shapes, doc strings) are written back unchanged when they
@@ -31,10 +38,12 @@ from ...formats.package import WEIGHT_FILE_REF, write_package
 from ...formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2
 from ...ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
-from ...ir.types import StateType, TensorType, Type, fresh_symbol, types_compatible
+from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
 from ...ir.verify import is_compile_time_const
 
 BLOB_MIN_ELEMENTS = 10
+# IR-only ops this backend writes as MIL ops (see the module docstring).
+_LOWERED_IR_OPS = {"coreml_update_state"}
 _BLOB_DTYPES = {"fp16", "fp32", "uint8", "int8"}
 _BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {"uint16", "int16", "int32", "uint32", "int4", "uint1", "uint2", "uint3",
                                      "uint4", "uint6"}
@@ -72,6 +81,25 @@ def default_target(prog: Program) -> str:
     return OPSETS[max(own, opset_index(required_opset(prog)))]
 
 
+def _interface_needs(prog: Program) -> list[tuple[int, str]]:
+    """(opset index, what) for each function input/output or program feature that needs an opset:
+    fp16 / int8 features, states, several functions."""
+    needs = []
+    for fn in prog.functions.values():
+        for kind, values in (("input", fn.inputs), ("output", fn.outputs)):
+            for v in values:
+                if isinstance(v.type, StateType):
+                    needs.append((opset_index("iOS18"), f"state '{v.name}' of function '{fn.name}'"))
+                    continue
+                t = v.type
+                if isinstance(t, TensorType) and t.dtype.name in _IO_DTYPE_OPSET:
+                    needs.append((opset_index(_IO_DTYPE_OPSET[t.dtype.name]),
+                                  f"{t.dtype.name} {kind} '{v.name}' of function '{fn.name}'"))
+    if len(prog.functions) > 1:
+        needs.append((opset_index("iOS18"), f"{len(prog.functions)} functions"))
+    return needs
+
+
 def required_opset(prog: Program) -> str:
     """The lowest opset in which every op of the program, and its inputs/outputs, can be written."""
     memo: dict[int, bool] = {}
@@ -79,25 +107,20 @@ def required_opset(prog: Program) -> str:
     for fn in prog.functions.values():
         for op in fn.walk():
             need = max(need, _op_min_opset(op, lambda v: is_compile_time_const(v, memo)))
-        for v in list(fn.inputs) + list(fn.outputs):
-            t = v.type.wrapped if isinstance(v.type, StateType) else v.type
-            if isinstance(v.type, StateType):
-                need = max(need, opset_index("iOS18"))
-            if isinstance(t, TensorType) and t.dtype.name in _IO_DTYPE_OPSET:
-                need = max(need, opset_index(_IO_DTYPE_OPSET[t.dtype.name]))
-    if len(prog.functions) > 1:
-        need = max(need, opset_index("iOS18"))
+    for idx, _ in _interface_needs(prog):
+        need = max(need, idx)
     return OPSETS[need]
 
 
 def check_target(prog: Program, target: str) -> None:
-    """Raise one UnsupportedError listing every op (and parameter) the target opset lacks."""
+    """Raise one UnsupportedError listing every op (and parameter) the target opset lacks, and every
+    function input/output (fp16, int8, states) a model of that target cannot have."""
     opset_index(target)
     memo: dict[int, bool] = {}
     problems: list[str] = []
     for fn in prog.functions.values():
         for op in fn.walk():
-            if op.opdef is not None and op.opdef.ir_only:
+            if op.opdef is not None and op.opdef.ir_only and op.type not in _LOWERED_IR_OPS:
                 problems.append(f"'{op.name}' ({op.type}) is an IR op with no MIL form")
                 continue
             try:
@@ -109,6 +132,9 @@ def check_target(prog: Program, target: str) -> None:
                 opdef.check_inputs(op, lambda v: is_compile_time_const(v, memo))
             except ConverterError as e:
                 problems.append(f"'{op.name}' ({op.type}): {e.message} (in {target})")
+    for idx, what in _interface_needs(prog):
+        if idx > opset_index(target):
+            problems.append(f"{what} needs {OPSETS[idx]}")
     if problems:
         raise UnsupportedError(f"cannot target {target}: " + "; ".join(problems))
 
@@ -208,7 +234,10 @@ class _Emitter:
         for k, v in block.attributes.items():
             self.attribute(out.attributes[k], v, f"block attribute '{k}'")
         for op in block.ops:
-            self.operation(op, out.operations.add(), names, fn)
+            if op.type == "coreml_update_state":
+                self.update_state(op, out, names, fn)
+            elif not _inlined_const(op):
+                self.operation(op, out.operations.add(), names, fn)
         emitted: set[str] = set()
         for v in block.outputs:
             name = names[v]
@@ -229,13 +258,41 @@ class _Emitter:
         self.attribute(op.attributes["name"], name, "op name")
         return name
 
+    def update_state(self, op: Op, out: MIL_pb2.Block, names: _Names, fn: Function) -> None:
+        state, value = op.inputs["state"], op.inputs["value"]
+        assert isinstance(state, Value) and isinstance(value, Value)
+        write = out.operations.add()
+        write.type = "write_state"
+        write.inputs["input"].arguments.add().name = names[state]
+        write.inputs["data"].arguments.add().name = names[value]
+        self.attribute(write.attributes["name"], names.sanitize(op.name) + "_write_state", "op name")
+        result = op.outputs[0]
+        if not result.uses:
+            return
+        read = out.operations.add()
+        read.type = "read_state"
+        read.inputs["input"].arguments.add().name = names[state]
+        nvt = read.outputs.add()
+        nvt.name = names.define(result)
+        type_to_proto(result.type, nvt.type)
+        self.attribute(read.attributes["name"], nvt.name if op.name == result.name else names.sanitize(op.name),
+                       "op name")
+
     def operation(self, op: Op, out: MIL_pb2.Operation, names: _Names, fn: Function) -> None:
-        out.type = op.type
+        out.type = "const" if op.type == "_const_symbolic" else op.type
         where = {"function": fn.name, "op": op.name, "op_type": op.type}
         for key, arg in op.inputs.items():
             binding_list = out.inputs[key]
             for v in arg if isinstance(arg, tuple) else (arg,):
-                binding_list.arguments.add().name = names[v]
+                binding = binding_list.arguments.add()
+                if v.producer is not None and _inlined_const(v.producer):
+                    try:
+                        value_to_proto(v.producer.attributes["val"], v.type, binding.value)
+                    except CodecError as e:
+                        raise UnsupportedError(f"constant '{v.name}' cannot be written: {e}", field=key,
+                                               **where) from None
+                else:
+                    binding.name = names[v]
         inner_names: set[str] = set()
         for nested in op.blocks:
             scope = names.child()
@@ -262,6 +319,13 @@ class _Emitter:
                     raise UnsupportedError(f"constant cannot be written: {e}", **where) from None
                 continue
             self.attribute(out.attributes[k], val, f"attribute '{k}'")
+
+
+def _inlined_const(op: Op) -> bool:
+    """A list constant used only by op inputs: written inline in each binding, not as an op (an
+    unused one is not written at all)."""
+    return (op.type == "const" and isinstance(op.outputs[0].type, ListType)
+            and all(isinstance(u.user, Op) for u in op.outputs[0].uses))
 
 
 def _blob_policy(target: str, writer_write: Callable[[np.ndarray, str], int]):
