@@ -43,14 +43,16 @@ def load(path: str | os.PathLike) -> Program:
     )
 
 
-def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None) -> Path:
+def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None,
+         durable: bool = False) -> Path:
     """Write ``program``. ``to``: "mil" (default; ``.mlpackage``, or a bare ``.mlmodel`` when the path
-    ends in .mlmodel and every value can be immediate). ``target``: MIL opset "iOS15".."iOS18"."""
+    ends in .mlmodel and every value can be immediate). ``target``: MIL opset "iOS15".."iOS18".
+    Writing is atomic; ``durable=True`` also fsyncs before publishing (power-loss safety)."""
     fmt = (to or "mil").lower()
     if fmt in ("mil", "mlprogram", "mlpackage"):
         from .backends.mil import save_mlprogram
 
-        return save_mlprogram(program, path, target=target)
+        return save_mlprogram(program, path, target=target, durable=durable)
     raise UnsupportedError(f"unknown output format '{to}' (supported: mil)")
 
 

@@ -125,14 +125,16 @@ def _cleanup_on_error(tmp: Path) -> Iterator[None]:
         raise
 
 
-def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memoryview) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, fsync, rename); returns ``path``."""
+def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memoryview, *,
+                       durable: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file, rename; fsync first when ``durable``)."""
     path = Path(path)
     fd, tmp = create_temp_beside(path)
     with _cleanup_on_error(tmp):
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                os.fsync(f.fileno())
         replace_path(tmp, path)
     return path

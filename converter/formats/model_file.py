@@ -83,6 +83,6 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
     return ModelFile(p, parse_model_bytes(data, p))
 
 
-def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model) -> None:
-    """Write a bare ``.mlmodel`` atomically."""
-    atomic_write_bytes(Path(path), model.SerializeToString())
+def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False) -> None:
+    """Write a bare ``.mlmodel`` atomically (fsynced too when ``durable``)."""
+    atomic_write_bytes(Path(path), model.SerializeToString(), durable=durable)

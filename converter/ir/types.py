@@ -219,15 +219,18 @@ class TensorType(Type):
     shape: tuple | None = ()
 
     def __post_init__(self) -> None:
-        if self.shape is not None:
-            object.__setattr__(
-                self, "shape", tuple(int(d) if is_static_dim(d) else d for d in self.shape)
-            )
-            for d in self.shape:
-                if isinstance(d, int) and d < 0:
-                    raise ValueError(f"negative dimension in shape {self.shape}")
-                if not isinstance(d, (int, Symbol)):
-                    raise TypeError(f"bad dimension {d!r} in shape")
+        shape = self.shape
+        if shape is None:
+            return
+        if type(shape) is tuple and all(type(d) is int and d >= 0 for d in shape):
+            return  # the common case, already normalised
+        shape = tuple(int(d) if is_static_dim(d) else d for d in shape)
+        for d in shape:
+            if isinstance(d, int) and d < 0:
+                raise ValueError(f"negative dimension in shape {shape}")
+            if not isinstance(d, (int, Symbol)):
+                raise TypeError(f"bad dimension {d!r} in shape")
+        object.__setattr__(self, "shape", shape)
 
     def is_tensor(self) -> bool:
         return True

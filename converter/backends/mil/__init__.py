@@ -428,12 +428,13 @@ def program_to_model(prog: Program, *, target: str | None = None,
 
 
 def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None = None,
-                   single_file: bool | None = None) -> Path:
+                   single_file: bool | None = None, durable: bool = False) -> Path:
     """Write ``prog`` as an ``.mlpackage`` (default) or, when asked and possible, a bare ``.mlmodel``.
 
     A bare ``.mlmodel`` holds every value immediately; it is chosen by ``single_file=True`` or by a
     path ending in ``.mlmodel``. Outputs are written atomically: nothing appears at ``path`` unless
-    the whole model was written.
+    the whole model was written (built beside it, then renamed). ``durable`` also fsyncs the files
+    before the rename, for safety against power loss, at the cost of waiting for the disk.
     """
     path = Path(path)
     target = target or default_target(prog)
@@ -442,16 +443,16 @@ def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None
     try:
         if single_file:
             model = program_to_model(prog, target=target, store_blob=None)
-            write_mlmodel(path, model)
+            write_mlmodel(path, model, durable=durable)
             return path
         holder: dict[str, Model_pb2.Model] = {}
 
         def write_weights(weights_dir: Path) -> None:
-            with BlobWriter(weights_dir / "weight.bin") as writer:
+            with BlobWriter(weights_dir / "weight.bin", durable=durable) as writer:
                 holder["model"] = program_to_model(prog, target=target,
                                                    store_blob=_blob_policy(target, writer.write))
 
-        return write_package(path, lambda: holder["model"].SerializeToString(), write_weights)
+        return write_package(path, lambda: holder["model"].SerializeToString(), write_weights, durable=durable)
     except ConverterError as e:
         e.with_location(file=str(path))
         raise
