@@ -283,3 +283,18 @@ def test_not_a_model_file(tmp_path: Path):
     bad = tmp_path / "x.mlmodel"
     bad.write_bytes(b"\xff\xff\xff\xff not a protobuf")
     check(load_error(bad), FormatError, bad, says="not a Core ML model")
+
+
+def test_scalar_function_input_is_refused_with_the_input_named(tmp_path):
+    """Core ML model inputs have rank >= 1 (coremltools' own builder refuses rank-0 inputs too)."""
+    import pytest
+
+    import converter
+    from converter.errors import UnsupportedError
+    from converter.ir.builder import new_program
+    from converter.ir.types import tensor
+
+    prog = new_program({"s": tensor("fp32", [])}, lambda b, s: [b.mul(x=s, y=2.0, name="twice")])
+    with pytest.raises(UnsupportedError, match="input 's' is a scalar"):
+        converter.save(prog, tmp_path / "scalar.mlpackage")
+    assert not (tmp_path / "scalar.mlpackage").exists()

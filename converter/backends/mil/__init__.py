@@ -135,6 +135,11 @@ def check_target(prog: Program, target: str) -> None:
     for idx, what in _interface_needs(prog):
         if idx > opset_index(target):
             problems.append(f"{what} needs {OPSETS[idx]}")
+    for fn in prog.functions.values():
+        for v in fn.inputs:
+            if isinstance(v.type, TensorType) and v.type.shape == ():
+                problems.append(f"function '{fn.name}' input '{v.name}' is a scalar: Core ML model inputs have "
+                                f"rank >= 1 (give it shape [1])")
     if problems:
         raise UnsupportedError(f"cannot target {target}: " + "; ".join(problems))
 

@@ -41,9 +41,9 @@ class ReadState(OpDef):
 class CoremlUpdateState(OpDef):
     """Write ``value`` into ``state`` and return ``value``.
 
-    Not an op of the MIL opsets: it is coremltools' ``coreml`` dialect op, and real iOS18 stateful
-    mlpackages contain it under this name (the runtime reads it as write_state followed by
-    read_state). Without it the IR could not express a state update.
+    Not an op of the MIL opsets: coremltools' ``coreml`` dialect op of the same name. Files store a
+    state update as ``write_state`` followed by ``read_state``; the MIL frontend and backend map
+    between that pair and this op, which keeps the update one SSA value in the IR.
     """
 
     op_type = "coreml_update_state"
