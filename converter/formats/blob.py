@@ -51,6 +51,8 @@ import numpy as np
 
 from converter.errors import FormatError
 from converter.formats.atomic import create_temp_beside, replace_path
+from converter.ir.bitpack import SUBBYTE_CHUNK as _SUBBYTE_CHUNK
+from converter.ir.bitpack import pack_subbyte, unpack_subbyte
 
 __all__ = [
     "ALIGNMENT",
@@ -81,7 +83,6 @@ assert _HEADER.size == HEADER_SIZE and _METADATA.size == METADATA_SIZE
 
 # Streaming granularity: bytes of byte-sized data, elements of sub-byte data, per chunk.
 _CHUNK_BYTES = 4 << 20
-_SUBBYTE_CHUNK = 1 << 20  # a multiple of 8, so chunks are whole bytes once packed
 
 
 @dataclass(frozen=True)
@@ -158,42 +159,6 @@ class BlobInfo:
 
 # ---------------------------------------------------------------------------------------------
 # Sub-byte packing
-
-
-def pack_subbyte(values: np.ndarray, bits: int) -> np.ndarray:
-    """Pack 1-D ``values`` (uint8, or int8 two's complement) into the LSB-first bit stream."""
-    v = np.ascontiguousarray(values).view(np.uint8)
-    planes = np.empty((v.size, bits), np.uint8)
-    for k in range(bits):
-        np.bitwise_and(np.right_shift(v, k), 1, out=planes[:, k])
-    return np.packbits(planes.reshape(-1), bitorder="little")
-
-
-def unpack_subbyte(packed: np.ndarray, bits: int, count: int, signed: bool = False) -> np.ndarray:
-    """Unpack ``count`` ``bits``-bit elements from the LSB-first bit stream in ``packed`` (uint8).
-
-    Returns a new uint8 array (int8, sign-extended, when ``signed``). Works in bounded chunks, so
-    the temporary bit planes never exceed a few MB.
-    """
-    packed = np.asarray(packed, np.uint8).reshape(-1)
-    if packed.size * 8 < count * bits:
-        raise ValueError(f"{packed.size} bytes hold fewer than {count} {bits}-bit elements")
-    out = np.empty(count, np.uint8)
-    for start in range(0, count, _SUBBYTE_CHUNK):  # start * bits is a multiple of 8
-        n = min(_SUBBYTE_CHUNK, count - start)
-        b0 = start * bits // 8
-        stream = np.unpackbits(packed[b0 : b0 + (n * bits + 7) // 8], bitorder="little")
-        planes = stream[: n * bits].reshape(n, bits)
-        dst = out[start : start + n]
-        dst[:] = planes[:, 0]
-        for k in range(1, bits):
-            dst |= planes[:, k] << np.uint8(k)
-    if signed:  # two's complement sign extension, in place
-        half = np.uint8(1 << (bits - 1))
-        out ^= half
-        out = out.view(np.int8)
-        out -= np.int8(half)
-    return out
 
 
 # ---------------------------------------------------------------------------------------------

@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import FormatError
+from ..ir.bitpack import pack_subbyte, unpack_subbyte
 from ..ir.runtime import ListValue
 from ..ir.types import (
     DTYPES,
@@ -26,7 +27,6 @@ from ..ir.types import (
     TupleType,
     Type,
 )
-from .blob import pack_subbyte, unpack_subbyte
 from .proto import MIL_pb2
 
 # MIL DataType enum <-> IR dtype names

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from ...formats.blob import pack_subbyte
+from ...ir.bitpack import pack_subbyte
 from ...ir.core import Value
 from ...ir.opdef import opset_index
 from .weights import Weight

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from ..bitpack import unpack_subbyte
 from ..opdef import EvalArgs, InferArgs, OpDef, register
 from ..shapes import ShapeError, dim_op, normalize_axis
 from ..types import DTYPES, DType, TensorType, Type, is_static_dim, uint1
@@ -28,15 +29,6 @@ from ._util import to_dtype
 
 CONSTEXPR = frozenset({"pure", "constexpr"})
 _LUT_SIZES_IOS16 = (2, 4, 16, 64, 256)
-
-
-def unpack_bits(packed: np.ndarray, nbits: int, count: int) -> np.ndarray:
-    """``count`` unsigned ``nbits``-wide fields packed LSB first (the iOS16 bit layout)."""
-    bits = np.unpackbits(np.asarray(packed).astype(np.uint8, copy=False).reshape(-1), bitorder="little")
-    if bits.size < nbits * count:
-        raise ValueError(f"{bits.size} packed bits cannot hold {count} fields of {nbits} bits")
-    fields = bits[: nbits * count].reshape(count, nbits).astype(np.uint16)
-    return (fields @ (np.uint16(1) << np.arange(nbits, dtype=np.uint16))).astype(np.uint8)
 
 
 def _axis_param(p: np.ndarray, rank: int, axis: int) -> np.ndarray:
@@ -291,7 +283,7 @@ class ConstexprLutToDense(OpDef):
             return [lut_lookup(np.asarray(a["indices"]), lut, _vector_axis(a))]
         shape = tuple(int(d) for d in np.asarray(a["shape"]).reshape(-1))
         nbits = lut.size.bit_length() - 1
-        return [lut[unpack_bits(a["indices"], nbits, int(np.prod(shape)))].reshape(shape)]
+        return [lut[unpack_subbyte(np.asarray(a["indices"], np.uint8), nbits, int(np.prod(shape)))].reshape(shape)]
 
 
 @register
@@ -329,7 +321,7 @@ class ConstexprSparseToDense(OpDef):
         if self.signature.since == "iOS18":
             return [scatter_mask(a["mask"], a["nonzero_data"], dt)]
         shape = tuple(int(d) for d in np.asarray(a["shape"]).reshape(-1))
-        mask = unpack_bits(a["mask"], 1, int(np.prod(shape))).reshape(shape)
+        mask = unpack_subbyte(np.asarray(a["mask"], np.uint8), 1, int(np.prod(shape))).reshape(shape)
         return [scatter_mask(mask, a["nonzero_data"], dt)]
 
 
