@@ -19,7 +19,7 @@ import converter
 from converter.errors import FormatError, UnsupportedError
 from tests.conftest import MODELS
 
-from .recurrent_util import builder, convert_and_run, load_spec, op_types, through_mil
+from .common import builder, convert_and_run, flexible, load_spec, op_types, through_mil
 
 BUILDER = MODELS / "builder"
 X = np.array([0.5, -1.25, 2.0], np.float32)
@@ -416,15 +416,13 @@ def test_malformed_layer(what: str, body: Callable[[Any], None], message: str, t
 def test_blob_of_unknown_shape_on_one_path_is_unsupported(tmp_path: Path):
     """A blob produced on one arm only, read after, whose shape is not static: nothing can stand
     in for it on the other path."""
-    from coremltools.models.neural_network import flexible_shape_utils
-
     def body(b: Any) -> None:
         layer = b.add_branch("branch", "c")
         scale(nested(layer.branch.ifBranch), "double", "x", "z", 2.0)
         plus(b, "sum", ["z", "x"], "y")
 
     spec = model({"x": (3,), "c": (1,)}, ("y",), body)
-    flexible_shape_utils.set_multiarray_ndshape_range(spec, "x", lower_bounds=[1], upper_bounds=[8])
+    flexible(spec, "x", [1], [8])
     with pytest.raises(UnsupportedError, match="'z'"):
         load_spec(spec, tmp_path)
 

@@ -15,15 +15,15 @@ is an ONNX Clip with a double bound, which onnxruntime rejects.
 
 from __future__ import annotations
 
+import functools
 import math
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from converter.errors import FormatError
-
-from .elementwise_util import builder, convert_and_run, onnx_oracle, ulp_error
+from .common import assert_load_error, builder, check_close, convert_and_run, flexible, onnx_oracle
+from .elementwise_util import ulp_error
 
 RNG = np.random.default_rng(20240611)
 
@@ -32,9 +32,8 @@ def rand(*shape: int, lo: float = -2.0, hi: float = 2.0) -> np.ndarray:
     return RNG.uniform(lo, hi, shape).astype(np.float32)
 
 
-def close(got: np.ndarray, want: np.ndarray, rtol: float = 1e-6, atol: float = 1e-6) -> None:
-    want = np.asarray(want)
-    np.testing.assert_allclose(got, want.reshape(np.shape(got)), rtol=rtol, atol=atol, equal_nan=True)
+# ``got`` equals ``want`` (reshaped to ``got``'s shape) within 1e-6
+close = functools.partial(check_close, rtol=1e-6, atol=1e-6, match="size")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -292,15 +291,12 @@ def test_load_constant_nd_lookup_table(tmp_path: Path) -> None:
 def test_flexible_shapes(tmp_path: Path) -> None:
     """Symbolic H and W (a shape range): scale / bias over C, and where with the condition widest,
     run at a size other than the declared default."""
-    from coremltools.models.neural_network import flexible_shape_utils
-
     nn = builder({"x": (3, 4, 5), "c": (2, 3, 4, 5)}, ("y", "w"), nd=True)
     s, bb = rand(3), rand(3)
     nn.add_scale("s", s, bb, True, "x", "y", shape_scale=[3], shape_bias=[3])
     nn.add_where_broadcastable("wh", ["c", "y", "x"], "w")
     for name, rank in (("x", 3), ("c", 4)):
-        flexible_shape_utils.set_multiarray_ndshape_range(nn.spec, name, lower_bounds=[1] * (rank - 2) + [1, 1],
-                                                          upper_bounds=[2] * (rank - 3) + [3, 8, 8])
+        flexible(nn.spec, name, [1] * (rank - 2) + [1, 1], [2] * (rank - 3) + [3, 8, 8])
     feeds = {"x": rand(3, 2, 7), "c": _small_ints(2, 3, 2, 7)}
     outs, prog = convert_and_run(nn.spec, feeds, tmp_path)
     assert any(not isinstance(d, int) for d in prog.main.inputs[0].type.shape)
@@ -601,34 +597,23 @@ def test_broadcastable_binary(kind: str, tmp_path: Path) -> None:
 # malformed layers: a FormatError that names the layer
 
 
-def _expect_format_error(spec, tmp_path: Path, layer: str, words: str) -> None:
-    import converter
-
-    path = tmp_path / "bad.mlmodel"
-    path.write_bytes(spec.SerializeToString())
-    with pytest.raises(FormatError) as e:
-        converter.load(path)
-    assert e.value.op == layer
-    assert words in str(e.value)
-
-
 def test_malformed_scale_weight_count(tmp_path: Path) -> None:
     nn = builder({"x": (3, 4, 5)})
     nn.add_scale("bad_scale", rand(3), None, False, "x", "y", shape_scale=[3])
     nn.spec.neuralNetwork.layers[0].scale.scale.floatValue.append(1.0)  # 4 values for [3]
-    _expect_format_error(nn.spec, tmp_path, "bad_scale", "4 values")
+    assert_load_error(nn.spec, tmp_path, "bad_scale", "4 values")
 
 
 def test_malformed_bias_channels(tmp_path: Path) -> None:
     nn = builder({"x": (3, 4, 5)})
     nn.add_bias("bad_bias", rand(2), "x", "y", shape_bias=[2])
-    _expect_format_error(nn.spec, tmp_path, "bad_bias", "does not fit")
+    assert_load_error(nn.spec, tmp_path, "bad_bias", "does not fit")
 
 
 def test_malformed_scale_shape_rank(tmp_path: Path) -> None:
     nn = builder({"x": (3, 4, 5)})
     nn.add_scale("bad_rank", rand(4, 5), None, False, "x", "y", shape_scale=[4, 5])
-    _expect_format_error(nn.spec, tmp_path, "bad_rank", "is not [1], [C]")
+    assert_load_error(nn.spec, tmp_path, "bad_rank", "is not [1], [C]")
 
 
 def test_malformed_load_constant_shape(tmp_path: Path) -> None:
@@ -636,29 +621,29 @@ def test_malformed_load_constant_shape(tmp_path: Path) -> None:
     nn.add_load_constant("bad_const", "k", rand(1, 4, 5), [1, 4, 5])
     del nn.spec.neuralNetwork.layers[0].loadConstant.shape[0]  # [4, 5]
     nn.add_elementwise("m", ["x", "k"], "y", "ADD")
-    _expect_format_error(nn.spec, tmp_path, "bad_const", "must be [C, H, W]")
+    assert_load_error(nn.spec, tmp_path, "bad_const", "must be [C, H, W]")
 
 
 def test_malformed_dot_spatial(tmp_path: Path) -> None:
     nn = builder({"a": (3, 2, 2), "b": (3, 2, 2)})
     nn.add_elementwise("bad_dot", ["a", "b"], "y", "DOT")
-    _expect_format_error(nn.spec, tmp_path, "bad_dot", "last two dimensions are 1")
+    assert_load_error(nn.spec, tmp_path, "bad_dot", "last two dimensions are 1")
 
 
 def test_malformed_add_shapes(tmp_path: Path) -> None:
     nn = builder({"a": (3, 4, 5), "b": (2, 4, 5)})
     nn.add_elementwise("bad_add", ["a", "b"], "y", "ADD")
-    _expect_format_error(nn.spec, tmp_path, "bad_add", "do not broadcast")
+    assert_load_error(nn.spec, tmp_path, "bad_add", "do not broadcast")
 
 
 def test_malformed_unary_type(tmp_path: Path) -> None:
     spec = _unary_spec(rand(3), "exp", nd=True)
     spec.neuralNetwork.layers[0].unary.type = 42
-    _expect_format_error(spec, tmp_path, "u", "unknown unary function type 42")
+    assert_load_error(spec, tmp_path, "u", "unknown unary function type 42")
 
 
 def test_malformed_compare_inputs(tmp_path: Path) -> None:
     nn = builder({"a": (3,), "b": (3,), "c": (3,)}, nd=True)
     nn.add_equal("bad_eq", ["a", "b"], "y")
     nn.spec.neuralNetwork.layers[0].input.append("c")
-    _expect_format_error(nn.spec, tmp_path, "bad_eq", "takes 1 to 2 input(s), has 3")
+    assert_load_error(nn.spec, tmp_path, "bad_eq", "takes 1 to 2 input(s), has 3")

@@ -1,7 +1,7 @@
 """NeuralNetwork layers of layers/linear.py and layers/normalize.py against independent expectations.
 
 Every model is converted, run, saved as MIL, loaded and run again (bit-identical outputs), and
-read by coremltools' MIL loader (tests/nn/normalize_util.py). Expectations come from
+read by coremltools' MIL loader (tests/nn/common.py). Expectations come from
 onnxmltools + onnxruntime where it converts a layer correctly, else from the spec's formula written
 here in numpy or torch. Where the oracle disagrees with the spec the disagreement is asserted next
 to the formula: embedding bias (broadcast to the wrong shape), l2normalize (over C only), reduce
@@ -16,10 +16,19 @@ import numpy as np
 import pytest
 import torch
 
-from converter.errors import FormatError
 from converter.formats.proto import NeuralNetwork_pb2
 
-from .normalize_util import builder, close, convert_and_run, coremltools, last_layer, load, onnx_oracle
+from .common import (
+    assert_load_error,
+    builder,
+    convert_and_run,
+    flexible,
+    load_spec,
+    onnx_oracle,
+    op_types,
+    quiet_coremltools,
+)
+from .normalize_util import close, last_layer
 
 
 @pytest.fixture
@@ -27,15 +36,11 @@ def rng() -> np.random.Generator:
     return np.random.default_rng(7)
 
 
-def op_types(prog) -> set[str]:
-    return {op.type for op in prog.walk()}
-
-
 def fp16_spec(spec):
     """``spec`` with every float weight stored as fp16 (coremltools' own utility)."""
     from coremltools.models.utils import _convert_neural_network_spec_weights_to_fp16
 
-    coremltools()
+    quiet_coremltools()
     return _convert_neural_network_spec_weights_to_fp16(spec)
 
 
@@ -51,7 +56,7 @@ def test_inner_product_rank5_matches_onnx(tmp_path, rng, has_bias):
     b.add_inner_product("ip", w, bias if has_bias else None, 6, 4, has_bias, "x", "y")
     x = rng.standard_normal(6)
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
     close(outs["y"], (w @ x + (bias if has_bias else 0)).reshape(4, 1, 1))
 
 
@@ -90,15 +95,13 @@ def test_inner_product_nd_ranks(tmp_path, rng, shape):
 
 
 def test_inner_product_flexible_leading_axes(tmp_path, rng):
-    from coremltools.models.neural_network.flexible_shape_utils import set_multiarray_ndshape_range
-
     b = builder({"x": (2, 3, 2, 3, 4)}, nd=True)
     w = rng.standard_normal((5, 24)).astype(np.float32)
     b.add_inner_product("ip", w, None, 24, 5, False, "x", "y")
-    set_multiarray_ndshape_range(b.spec, "x", lower_bounds=[1, 1, 2, 3, 4], upper_bounds=[8, -1, 2, 3, 4])
+    flexible(b.spec, "x", [1, 1, 2, 3, 4], [8, -1, 2, 3, 4])
     import converter
 
-    prog = load(b.spec, tmp_path)
+    prog = load_spec(b.spec, tmp_path)
     assert not all(isinstance(d, int) for d in prog.main.inputs[0].type.shape)
     for shape in [(1, 4, 2, 3, 4), (3, 2, 2, 3, 4)]:
         x = rng.standard_normal(shape)
@@ -121,7 +124,7 @@ def test_inner_product_quantized_weights_keep_compression(tmp_path, rng):
     assert "constexpr_affine_dequantize" in op_types(prog)
     w = codes.astype(np.float32) * scale[:, None] + qbias[:, None]
     close(outs["y"], (w @ x).reshape(4, 1, 1))
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
 
 
 def test_inner_product_fp16_weights(tmp_path, rng):
@@ -254,7 +257,7 @@ def test_embedding_rank5_matches_onnx(tmp_path, rng):
         x = np.array([float(index)])
         outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
         close(outs["y"], w[:, index].reshape(5, 1, 1))
-        close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+        close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
 
 
 def test_embedding_bias_follows_the_spec_not_onnxmltools(tmp_path, rng):
@@ -347,7 +350,7 @@ def test_batchnorm_rank5_matches_onnx(tmp_path, rng):
     x = rng.standard_normal((3, 4, 5))
     outs, prog = convert_and_run(b.spec, {"x": x}, tmp_path)
     assert "batch_norm" in op_types(prog)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
     close(outs["y"], _bn(x, gamma, beta, mean, var, 1e-3))
 
 
@@ -360,7 +363,7 @@ def test_batchnorm_instance_normalization_matches_onnx(tmp_path, rng):
     x = rng.standard_normal((3, 4, 5))
     outs, prog = convert_and_run(b.spec, {"x": x}, tmp_path)
     assert "instance_norm" in op_types(prog)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
     g, bt = gamma.reshape(3, 1, 1), beta.reshape(3, 1, 1)
     close(outs["y"], g * _standardized(x, (1, 2), 1e-3) + bt)
 
@@ -376,15 +379,13 @@ def test_batchnorm_computed_statistics_need_no_mean_or_variance(tmp_path, rng):
 
 
 def test_batchnorm_flexible_sequence_axis(tmp_path, rng):
-    from coremltools.models.neural_network.flexible_shape_utils import set_multiarray_ndshape_range
-
     import converter
 
     gamma, beta, mean, var = _bn_params(rng, 3)
     b = builder({"x": (2, 1, 3, 4, 5)}, nd=True)
     b.add_batchnorm("bn", 3, gamma, beta, mean, var, "x", "y", epsilon=1e-3)
-    set_multiarray_ndshape_range(b.spec, "x", lower_bounds=[1, 1, 3, 4, 5], upper_bounds=[-1, 1, 3, 4, 5])
-    prog = load(b.spec, tmp_path)
+    flexible(b.spec, "x", [1, 1, 3, 4, 5], [-1, 1, 3, 4, 5])
+    prog = load_spec(b.spec, tmp_path)
     for seq in (1, 3):
         x = rng.standard_normal((seq, 1, 3, 4, 5))
         close(converter.run(prog, {"x": x})["y"], _bn(x, gamma, beta, mean, var, 1e-3))
@@ -451,7 +452,7 @@ def test_mvn_rank5_matches_onnx(tmp_path, rng, across, normalize):
     b.add_mvn("mvn", "x", "y", across_channels=across, normalize_variance=normalize, epsilon=1e-9)
     x = rng.standard_normal((3, 4, 5)) * 2 + 1
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False, rtol=1e-4)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size", rtol=1e-4)
 
 
 @pytest.mark.parametrize("across,normalize,eps", [(False, True, 0.5), (True, True, 0.0), (True, False, 0.3),
@@ -473,7 +474,7 @@ def test_l2normalize_vector_matches_onnx(tmp_path, rng):
     b.add_l2_normalize("l2", "x", "y", epsilon=1e-6)
     x = rng.standard_normal(6)
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
 
 
 def test_l2normalize_over_chw_not_onnxmltools_channels(tmp_path, rng):
@@ -483,7 +484,7 @@ def test_l2normalize_over_chw_not_onnxmltools_channels(tmp_path, rng):
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
     close(outs["y"], x / np.sqrt((x**2).sum() + 1e-6))
     per_channel = x / np.sqrt((x**2).sum(0, keepdims=True))  # what onnxmltools computes
-    close(onnx_oracle(b.spec, {"x": x})["y"], per_channel, shape=False)
+    close(onnx_oracle(b.spec, {"x": x})["y"], per_channel, match="size")
 
 
 @pytest.mark.parametrize("eps", [0.0, 0.01])
@@ -500,7 +501,7 @@ def test_softmax_vector_matches_onnx(tmp_path, rng):
     b.add_softmax("sm", "x", "y")
     x = rng.standard_normal(6)
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
 
 
 @pytest.mark.parametrize("shape,nd", [((3, 4, 5), False), ((3, 4, 5), True), ((2, 3, 4, 5), True)], ids=str)
@@ -535,7 +536,7 @@ def test_lrn_rank5_matches_onnx(tmp_path, rng, size):
     b.add_lrn("lrn", "x", "y", alpha=0.3, beta=0.75, local_size=size, k=2.0)
     x = rng.standard_normal((6, 4, 5))
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False)
+    close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
     close(outs["y"], _lrn(x, size, 0.3, 0.75, 2.0))
 
 
@@ -577,7 +578,7 @@ def test_reduce_rank5_matches_onnx(tmp_path, rng):
         b = builder({"x": (3, 4, 5)})
         b.add_reduce("r", "x", "y", axis=axis, mode=mode)
         outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
-        close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], shape=False, rtol=1e-5)
+        close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size", rtol=1e-5)
         assert outs["y"].shape == tuple(1 if i in _AXES[axis] else d for i, d in enumerate(x.shape))
 
 
@@ -590,7 +591,7 @@ def test_reduce_logsum_is_sum_of_logs(tmp_path, rng, axis, eps):
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
     close(outs["y"], np.log(x + (eps or 1e-6)).sum(_AXES[axis], keepdims=True), rtol=1e-5)
     theirs = onnx_oracle(b.spec, {"x": x})["y"]  # onnxmltools maps LOGSUM to ONNX ReduceLogSum
-    close(theirs, np.log(x.sum(_AXES[axis], keepdims=True)), shape=False)
+    close(theirs, np.log(x.sum(_AXES[axis], keepdims=True)), match="size")
 
 
 @pytest.mark.parametrize("axis", ["C", "H", "W"])
@@ -658,87 +659,81 @@ def test_reduce_nd_axes_ignored_with_reduce_all(tmp_path, rng):
 # malformed layers: a FormatError naming the layer
 
 
-def _expect_format_error(spec, tmp_path, layer: str, words: str) -> None:
-    with pytest.raises(FormatError) as info:
-        load(spec, tmp_path)
-    assert layer in str(info.value) and words in str(info.value), str(info.value)
-
-
 def test_malformed_inner_product_weight_count(tmp_path, rng):
     b = builder({"x": (6,)})
     b.add_inner_product("bad_ip", rng.standard_normal((4, 6)), None, 6, 4, False, "x", "y")
     del last_layer(b).innerProduct.weights.floatValue[-1]
-    _expect_format_error(b.spec, tmp_path, "bad_ip", "holds 23 values")
+    assert_load_error(b.spec, tmp_path, "bad_ip", "holds 23 values")
 
 
 def test_malformed_inner_product_input_size(tmp_path, rng):
     b = builder({"x": (5,)})
     b.add_inner_product("bad_ip", rng.standard_normal((4, 6)), None, 6, 4, False, "x", "y")
-    _expect_format_error(b.spec, tmp_path, "bad_ip", "inputChannels is 6")
+    assert_load_error(b.spec, tmp_path, "bad_ip", "inputChannels is 6")
 
 
 def test_malformed_int8_dynamic_quantize_needs_int8_weights(tmp_path, rng):
     b = builder({"x": (6,)}, nd=True)
     b.add_inner_product("bad_ip", rng.standard_normal((4, 6)), None, 6, 4, False, "x", "y")
     last_layer(b).innerProduct.int8DynamicQuantize = True
-    _expect_format_error(b.spec, tmp_path, "bad_ip", "int8RawValue")
+    assert_load_error(b.spec, tmp_path, "bad_ip", "int8RawValue")
 
 
 def test_malformed_batched_matmul_bias_with_two_inputs(tmp_path):
     b = builder({"a": (2, 3), "b": (3, 4)}, nd=True)
     b.add_batched_mat_mul("bad_mm", ["a", "b"], "y")
     last_layer(b).batchedMatmul.hasBias = True
-    _expect_format_error(b.spec, tmp_path, "bad_mm", "bias")
+    assert_load_error(b.spec, tmp_path, "bad_mm", "bias")
 
 
 def test_malformed_embedding_input_shape(tmp_path, rng):
     b = builder({"x": (3, 2)}, nd=True)
     b.add_embedding_nd("bad_emb", "x", "y", vocab_size=4, embedding_size=2, W=rng.standard_normal((2, 4)))
-    _expect_format_error(b.spec, tmp_path, "bad_emb", "last axis must be 1")
+    assert_load_error(b.spec, tmp_path, "bad_emb", "last axis must be 1")
 
 
 def test_malformed_batchnorm_channels(tmp_path, rng):
     b = builder({"x": (3, 4, 5)})
     b.add_batchnorm("bad_bn", 4, *_bn_params(rng, 4), "x", "y")
-    _expect_format_error(b.spec, tmp_path, "bad_bn", "channels")
+    assert_load_error(b.spec, tmp_path, "bad_bn", "channels")
 
 
 def test_malformed_batchnorm_missing_variance(tmp_path, rng):
     b = builder({"x": (3, 4, 5)})
     b.add_batchnorm("bad_bn", 3, *_bn_params(rng, 3), "x", "y")
     last_layer(b).batchnorm.ClearField("variance")
-    _expect_format_error(b.spec, tmp_path, "bad_bn", "variance")
+    assert_load_error(b.spec, tmp_path, "bad_bn", "variance")
 
 
 def test_malformed_softmax_needs_rank_3(tmp_path):
     b = builder({"x": (2, 3)}, nd=True)
     b.add_softmax("bad_sm", "x", "y")
-    _expect_format_error(b.spec, tmp_path, "bad_sm", "rank >= 3")
+    assert_load_error(b.spec, tmp_path, "bad_sm", "rank >= 3")
 
 
 def test_malformed_softmax_nd_axis(tmp_path):
     b = builder({"x": (2, 3)}, nd=True)
     b.add_softmax_nd("bad_sm", "x", "y", axis=2)
-    _expect_format_error(b.spec, tmp_path, "bad_sm", "axis 2")
+    assert_load_error(b.spec, tmp_path, "bad_sm", "axis 2")
 
 
 def test_malformed_lrn_local_size(tmp_path):
     b = builder({"x": (3, 4, 5)})
     b.add_lrn("bad_lrn", "x", "y", alpha=1.0, beta=0.5, local_size=0)
-    _expect_format_error(b.spec, tmp_path, "bad_lrn", "localSize")
+    assert_load_error(b.spec, tmp_path, "bad_lrn", "localSize")
 
 
 def test_malformed_layer_normalization_shape(tmp_path, rng):
     b = builder({"x": (2, 3)}, nd=True)
     b.add_layer_normalization("bad_ln", "x", "y", normalized_shape=[4], gamma=np.ones(4), beta=np.zeros(4))
-    _expect_format_error(b.spec, tmp_path, "bad_ln", "normalizedShape")
+    assert_load_error(b.spec, tmp_path, "bad_ln", "normalizedShape")
 
 
 def test_malformed_reduce_argmax_over_two_axes(tmp_path):
     b = builder({"x": (3, 4, 5)})
     b.add_reduce("bad_r", "x", "y", axis="HW", mode="sum")
     last_layer(b).reduce.mode = NeuralNetwork_pb2.ReduceLayerParams.ARGMAX
-    _expect_format_error(b.spec, tmp_path, "bad_r", "ARGMAX")
+    assert_load_error(b.spec, tmp_path, "bad_r", "ARGMAX")
 
 
 @pytest.mark.parametrize("axes,words", [([], "axes is empty"), ([3], "out of range"), ([1, -2], "repeat")])
@@ -748,4 +743,4 @@ def test_malformed_reduce_nd_axes(tmp_path, axes, words):
     layer = last_layer(b).reduceSum
     del layer.axes[:]
     layer.axes.extend(axes)
-    _expect_format_error(b.spec, tmp_path, "bad_r", words)
+    assert_load_error(b.spec, tmp_path, "bad_r", words)

@@ -19,7 +19,7 @@ import pytest
 import converter
 from converter.errors import FormatError, UnsupportedError
 
-from .recurrent_util import builder, convert_and_run, load_spec, through_mil
+from .common import builder, convert_and_run, flexible, load_spec, through_mil
 
 N = (100, 200)  # 20000 draws per distribution
 Z = 5.0  # bounds of the statistical checks, in standard errors: never crossed by chance here
@@ -99,9 +99,7 @@ def test_like_takes_the_shape_of_any_rank_and_dynamic_shape_is_read_at_run_time(
     spec = _spec(lambda b: b.add_random_uniform_like("r", "x", "y", minval=0.0, maxval=1.0, seed=1), {"x": (2, 3, 4)})
     outs, _ = convert_and_run(spec, {"x": np.zeros((2, 3, 4), np.float32)}, tmp_path)
     assert np.asarray(outs["y"]).shape == (2, 3, 4)
-    from coremltools.models.neural_network import flexible_shape_utils
-
-    flexible_shape_utils.set_multiarray_ndshape_range(spec, "x", lower_bounds=[1, 1, 1], upper_bounds=[4, 5, 6])
+    flexible(spec, "x", [1, 1, 1], [4, 5, 6])
     prog = load_spec(spec, tmp_path)  # a flexible input: the shape is read at run time
     for shape in ((1, 5, 2), (4, 1, 6)):
         assert np.asarray(converter.run(prog, {"x": np.zeros(shape, np.float32)})["y"]).shape == shape

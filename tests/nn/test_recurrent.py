@@ -22,7 +22,7 @@ import converter
 from converter.errors import FormatError
 from tests.conftest import MODELS
 
-from .recurrent_util import builder, convert_and_run, load_spec, op_types, run_onnx, through_mil, to_onnx
+from .common import builder, check_close, convert_and_run, flexible, load_spec, onnx_oracle, op_types, through_mil
 
 BUILDER = MODELS / "builder"
 PRE_CLIP = 50.0  # the spec's clip() of every gate pre-activation
@@ -292,9 +292,7 @@ def _to_fp16(msg: Any) -> None:
 
 def check(outs: dict[str, Any], want: dict[str, np.ndarray], atol: float = 2e-5, rtol: float = 2e-5) -> None:
     for k, v in want.items():
-        got = np.asarray(outs[k])
-        assert got.size == v.size, f"{k}: {got.shape} vs {v.shape}"
-        np.testing.assert_allclose(got.reshape(v.shape), v, rtol=rtol, atol=atol, err_msg=k)
+        check_close(outs[k], v, rtol=rtol, atol=atol, match="size", err_msg=k)
 
 
 def path_of(prog) -> str:
@@ -497,7 +495,7 @@ def test_layer_vs_onnxmltools(name: str, tmp_path: Path):
     """Cases where onnxmltools' ONNX form means what the spec says: it agrees with the equations
     (checked first) and with the conversion."""
     net = build(next(c for c in CASES if c.name == name))
-    ref = run_onnx(to_onnx(net.spec), net.feeds)
+    ref = onnx_oracle(net.spec, net.feeds)
     check(ref, net.want, atol=2e-5, rtol=2e-5)
     outs, _ = convert_and_run(net.spec, net.feeds, tmp_path)
     check(outs, {k: ref[k] for k in net.want}, atol=2e-5, rtol=2e-5)
@@ -507,7 +505,7 @@ def test_onnxmltools_reverse_sequence_order(tmp_path: Path):
     """onnxmltools maps reverseInput to ONNX direction="reverse", whose outputs sit at their input
     positions; Core ML emits them in processing order (y[0] after x[S-1]). Same values, flipped."""
     net = build(next(c for c in CASES if c.name == "gru-reverse-seq"))
-    ref = run_onnx(to_onnx(net.spec), net.feeds)["y"].reshape(S, 1, H)
+    ref = onnx_oracle(net.spec, net.feeds)["y"].reshape(S, 1, H)
     outs, _ = convert_and_run(net.spec, net.feeds, tmp_path)
     got = np.asarray(outs["y"]).reshape(S, 1, H)
     np.testing.assert_allclose(got, ref[::-1], atol=2e-5, rtol=2e-5)
@@ -521,7 +519,7 @@ def test_onnxmltools_clip_semantics(tmp_path: Path):
     assert np.abs(net.want["o1"]).max() == pytest.approx(0.5)  # the cell state reaches the clip
     outs, _ = convert_and_run(net.spec, net.feeds, tmp_path)
     check(outs, net.want)
-    ref = run_onnx(to_onnx(net.spec), net.feeds)
+    ref = onnx_oracle(net.spec, net.feeds)
     assert np.abs(ref["o1"].reshape(-1) - net.want["o1"].reshape(-1)).max() > 1e-2
 
 
@@ -531,7 +529,7 @@ def test_onnxmltools_has_no_preactivation_clip(tmp_path: Path):
     outs, _ = convert_and_run(net.spec, net.feeds, tmp_path)
     check(outs, net.want, atol=1e-3)
     assert np.asarray(outs["y"]).max() == pytest.approx(50.0)
-    ref = run_onnx(to_onnx(net.spec), net.feeds)
+    ref = onnx_oracle(net.spec, net.feeds)
     assert ref["y"].max() > 50.5
 
 
@@ -568,7 +566,7 @@ def test_shared_model_vs_onnxmltools(name: str, tmp_path: Path):
     feeds = _states(path, feeds, 4)
     prog = converter.load(path)
     outs = converter.run(prog, feeds)
-    ref = run_onnx(to_onnx(_spec(path)), feeds)
+    ref = onnx_oracle(_spec(path), feeds)
     assert set(ref) == set(outs)
     check(outs, {k: v.reshape(np.asarray(outs[k]).shape) for k, v in ref.items()}, atol=2e-5, rtol=2e-5)
     through_mil(prog, feeds, tmp_path)
@@ -589,9 +587,9 @@ def test_shared_bidirectional_forget_bias(tmp_path: Path):
     lf.params.forgetBias = False
     for wp in lf.weightParams:
         wp.forgetGateBiasVector.floatValue[:] = [v + 1.0 for v in wp.forgetGateBiasVector.floatValue]
-    ref = run_onnx(to_onnx(folded), feeds)
+    ref = onnx_oracle(folded, feeds)
     check(outs, {k: v.reshape(np.asarray(outs[k]).shape) for k, v in ref.items()}, atol=2e-5, rtol=2e-5)
-    as_shipped = run_onnx(to_onnx(spec), feeds)
+    as_shipped = onnx_oracle(spec, feeds)
     assert np.abs(as_shipped["y"].reshape(-1) - np.asarray(outs["y"]).reshape(-1)).max() > 1e-2
     through_mil(prog, feeds, tmp_path)
 
@@ -622,13 +620,10 @@ def test_shared_embedding_simple_rnn(tmp_path: Path):
 def test_flexible_batch_and_sequence_zero_states(tmp_path: Path):
     """An ND model whose [Seq, Batch, IN, 1, 1] input has flexible Seq and Batch: the absent initial
     states are zeros of the run-time batch, on both lowerings."""
-    from coremltools.models.neural_network import flexible_shape_utils
-
     for case in (Case("lstm", (SIG, TANH, TANH), nd=True, batch=2, states=0),
                  Case("rnn", (RELU,), nd=True, batch=2, states=0, fast=False)):
         net = build(case, seed=7)
-        flexible_shape_utils.set_multiarray_ndshape_range(net.spec, "x", lower_bounds=[1, 1, IN, 1, 1],
-                                                          upper_bounds=[10, 4, IN, 1, 1])
+        flexible(net.spec, "x", [1, 1, IN, 1, 1], [10, 4, IN, 1, 1])
         prog = load_spec(net.spec, tmp_path)
         assert path_of(prog) == ("mil-op" if case.fast else "loop")
         check(converter.run(prog, net.feeds), net.want)

@@ -1,7 +1,7 @@
 """Spatial NeuralNetwork layers (converter/frontends/neuralnetwork/layers/spatial.py) against
 independent expectations: onnxmltools + onnxruntime for the classic layers it converts faithfully,
 torch for convolutions and interpolation, and numpy written here from the spec's formulas. Every
-model also goes through a MIL program and coremltools' MIL proto loader (spatial_util.run)."""
+model also goes through a MIL program and coremltools' MIL proto loader (tests/nn/common.py)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ import torch.nn.functional as F
 
 from converter.errors import ConverterError, FormatError, UnsupportedError
 
-from .spatial_util import Model, border, close, load, onnx_reference, run, weights
+from .common import convert_run, flexible, load_spec, onnx_oracle
+from .spatial_util import Model, border, close, weights
 
 RNG = np.random.default_rng(0)
 
@@ -192,9 +193,9 @@ def test_convolution_rank5_matches_onnxruntime_and_spec(case, tmp_path):
     m = Model({"x": (4, 9, 11)}, ["y"])
     conv_layer(m, w, b, **kw)
     x = rand(4, 9, 11)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     if CONV_CASES[case].get("onnx", True):
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
     strides, dilations = kw.get("strides", (1, 1)), kw.get("dilations", (1, 1))
     if "same" in kw:
         eff = [(k - 1) * d + 1 for k, d in zip(w.shape[2:], dilations)]
@@ -211,7 +212,7 @@ def test_convolution_nd_leading_axes_are_batch(case, tmp_path):
     m = Model({"x": (2, 3, 4, 9, 11)}, ["y"], nd=True)
     conv_layer(m, w, b, **kw)
     x = rand(2, 3, 4, 9, 11)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     strides, dilations = kw.get("strides", (1, 1)), kw.get("dilations", (1, 1))
     if "same" in kw:
         pads = [same_pads(n, k, s, True) for n, k, s in zip((9, 11), w.shape[2:], strides)]
@@ -228,11 +229,11 @@ def test_convolution_weights_as_second_input(tmp_path):
     m = Model({"x": (1, 4, 8, 7), "w": (6, 2, 3, 2)}, ["y"], nd=True)
     conv_layer(m, w, b, groups=2, strides=(2, 1), same="BOTTOM_RIGHT_HEAVY", inputs=("x", "w"))
     x = rand(1, 4, 8, 7)
-    y = run(m, {"x": x, "w": w}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x, "w": w}, tmp_path)["y"]
     pads = [same_pads(n, k, s, False) for n, k, s in zip((8, 7), (3, 2), (2, 1))]
     close(y, conv_ref(x, w, b, (2, 1), (1, 1), 2, pads))
     w2 = rand(6, 2, 3, 2)  # a different run-time weight
-    y2 = run(m, {"x": x, "w": w2}, tmp_path)["y"]
+    y2 = convert_run(m.spec, {"x": x, "w": w2}, tmp_path)["y"]
     close(y2, conv_ref(x, w2, b, (2, 1), (1, 1), 2, pads))
 
 
@@ -240,7 +241,7 @@ def test_convolution_flexible_spatial_size(tmp_path):
     """Flexible H and W: 'same' padding (both modes, stride 1 for TOP_LEFT_HEAVY) and valid amounts."""
     w1, w2, w3 = rand(4, 3, 3, 3), rand(4, 4, 2, 4), rand(5, 4, 3, 3)
     m = Model({"x": (1, 3, 8, 8)}, ["y"], nd=True)
-    m.flexible("x", [1, 3, 4, 4], [1, 3, 20, 20])
+    flexible(m.spec, "x", [1, 3, 4, 4], [1, 3, 20, 20])
     p = m.layer("convolution", ["x"], ["a"], name="c1")
     p.outputChannels, p.kernelChannels = 4, 3
     p.kernelSize.extend([3, 3])
@@ -258,7 +259,7 @@ def test_convolution_flexible_spatial_size(tmp_path):
     weights(p.weights, w3)
     for h, w in ((7, 9), (12, 5)):
         x = rand(1, 3, h, w)
-        y = run(m, {"x": x}, tmp_path)["y"]
+        y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
         a = conv_ref(x, w1, None, (2, 2), (1, 1), 1, [same_pads(n, 3, 2, False) for n in (h, w)])
         bb = conv_ref(a, w2, None, (1, 1), (1, 1), 1,
                       [same_pads(n, k, 1, True) for n, k in zip(a.shape[2:], (2, 4))])
@@ -267,10 +268,10 @@ def test_convolution_flexible_spatial_size(tmp_path):
 
 def test_convolution_top_left_heavy_strided_flexible_is_unsupported(tmp_path):
     m = Model({"x": (1, 3, 8, 8)}, ["y"], nd=True)
-    m.flexible("x", [1, 3, 4, 4], [1, 3, 20, 20])
+    flexible(m.spec, "x", [1, 3, 4, 4], [1, 3, 20, 20])
     conv_layer(m, rand(4, 3, 3, 3), None, strides=(2, 2), same="TOP_LEFT_HEAVY")
     with pytest.raises(UnsupportedError, match="TOP_LEFT_HEAVY"):
-        load(m, tmp_path)
+        load_spec(m.spec, tmp_path)
 
 
 # Deconvolution: the output size is outputShape, or valid: (D - 1) * s + K - (before + after),
@@ -319,11 +320,11 @@ def test_deconvolution_output_shape_rules(case, nd, tmp_path):
     conv_layer(m, w, b, groups=groups, strides=c["strides"], valid=c.get("valid"), same=c.get("same"), deconv=True,
                output_shape=c.get("out"))
     x = rand(4, 5, 6) if not nd else rand(2, 4, 5, 6)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     before, out = _deconv_window(c, (5, 6))
     close(y, deconv_ref(x if nd else x[None], w, b, c["strides"], (1, 1), groups, before, out))
     if not nd and case in DECONV_ONNX_AGREES:
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 # onnxruntime's ConvTranspose, as onnxmltools sets it up, agrees except where the spec decides
@@ -336,16 +337,16 @@ def test_deconvolution_ignores_dilation_as_the_spec_says(tmp_path):
     w = rand(3, 2, 3, 3)
     m = Model({"x": (3, 4, 4)}, ["y"])
     conv_layer(m, w, None, strides=(2, 2), dilations=(2, 2), deconv=True)
-    prog = load(m, tmp_path)
+    prog = load_spec(m.spec, tmp_path)
     assert any("dilationFactor" in n for n in prog.meta["notes"])
     x = rand(3, 4, 4)
-    close(run(m, {"x": x}, tmp_path)["y"], deconv_ref(x[None], w, None, (2, 2), (1, 1), 1, [0, 0], [9, 9]))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], deconv_ref(x[None], w, None, (2, 2), (1, 1), 1, [0, 0], [9, 9]))
 
 
 def test_deconvolution_flexible_valid_and_same(tmp_path):
     w1, w2 = rand(3, 4, 3, 3), rand(4, 2, 4, 4)
     m = Model({"x": (1, 3, 5, 5)}, ["y"], nd=True)
-    m.flexible("x", [1, 3, 2, 2], [1, 3, 9, 9])
+    flexible(m.spec, "x", [1, 3, 2, 2], [1, 3, 9, 9])
     conv_layer(m, w1, None, strides=(2, 2), valid=[(1, 0), (0, 1)], deconv=True)
     m.builder.nn_spec.layers[0].output[0] = "a"
     p = m.layer("convolution", ["a"], ["y"], name="L2")
@@ -358,7 +359,7 @@ def test_deconvolution_flexible_valid_and_same(tmp_path):
         x = rand(1, 3, h, w)
         a = deconv_ref(x, w1, None, (2, 2), (1, 1), 1, [1, 0], [(h - 1) * 2 + 2, (w - 1) * 2 + 2])
         expected = deconv_ref(a, w2, None, (2, 2), (1, 1), 1, [1, 1], [a.shape[2] * 2, a.shape[3] * 2])
-        close(run(m, {"x": x}, tmp_path)["y"], expected)
+        close(convert_run(m.spec, {"x": x}, tmp_path)["y"], expected)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -407,7 +408,7 @@ def test_convolution3d_matches_torch(case, tmp_path):
         pads = [same_pads(n, k, s, False) for n, k, s in zip((6, 7, 8), w.shape[2:], strides)]
     else:
         pads = c.get("custom") or [(0, 0)] * 3
-    close(run(m, {"x": x}, tmp_path)["y"], conv_ref(x, w, b, strides, dilations, groups, pads))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], conv_ref(x, w, b, strides, dilations, groups, pads))
 
 
 def test_convolution3d_same_example_from_the_spec(tmp_path):
@@ -417,7 +418,7 @@ def test_convolution3d_same_example_from_the_spec(tmp_path):
     m = Model({"x": (1, 3, 3, 8, 8)}, ["y"], nd=True, spec_version=5)
     conv3d_layer(m, w, None, 3, 2, strides=(2, 2, 2), pad="SAME")
     x = rand(1, 3, 3, 8, 8)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     assert y.shape == (1, 2, 2, 4, 4)
     close(y, conv_ref(x, w, None, (2, 2, 2), (1, 1, 1), 1, [(1, 1), (0, 1), (0, 1)]))
 
@@ -450,7 +451,7 @@ def test_deconvolution3d_matches_torch(case, tmp_path):
         o = c["out"][i] if "out" in c else n * s if c["pad"] == "SAME" else full - sum(custom)
         before.append(max(full - o, 0) // 2 if c["pad"] == "SAME" else custom[0])
         out.append(o)
-    close(run(m, {"x": x}, tmp_path)["y"], deconv_ref(x, w, b, strides, dilations, groups, before, out))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], deconv_ref(x, w, b, strides, dilations, groups, before, out))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -495,7 +496,7 @@ def test_pooling_matches_onnxruntime_and_spec(case, kind, exclude, tmp_path):
     m = Model({"x": (3, 9, 10)}, ["y"])
     pool_layer(m, kind, c["kernel"], c["strides"], valid=c.get("valid"), same=c.get("same"), exclude=exclude)
     x = rand(3, 9, 10)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     if "same" in c:
         tlh = c["same"] == "TOP_LEFT_HEAVY"
         pads = [same_pads(n, k, s, tlh) for n, k, s in zip((9, 10), c["kernel"], c["strides"])]
@@ -504,7 +505,7 @@ def test_pooling_matches_onnxruntime_and_spec(case, kind, exclude, tmp_path):
         pads, out = c.get("valid") or [(0, 0), (0, 0)], None
     close(y, pool_ref(x[None], kind, c["kernel"], c["strides"], pads, exclude=exclude, out=out))
     if kind != "AVERAGE" or exclude:  # onnxmltools writes an invalid AveragePool (ceil_mode at opset 7) otherwise
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 @pytest.mark.parametrize("nd", [False, True], ids=["rank5", "nd"])
@@ -514,12 +515,12 @@ def test_global_pooling(kind, nd, tmp_path):
     m = Model({"x": shape}, ["y"], nd=nd)
     pool_layer(m, kind, (2, 2), valid=[(1, 1), (1, 1)], global_=True)  # kernel and padding are ignored
     x = rand(*shape)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     expected = {"MAX": x.max(axis=(-2, -1), keepdims=True), "AVERAGE": x.mean(axis=(-2, -1), keepdims=True),
                 "L2": np.sqrt((x * x).sum(axis=(-2, -1), keepdims=True))}[kind]
     close(y, expected)
     if not nd:
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 def include_last_pixel_out(n: int, k: int, s: int, pad: int, any_pad: bool) -> int:
@@ -550,14 +551,14 @@ def test_pooling_include_last_pixel(case, kind, exclude, tmp_path):
     m = Model({"x": (3, *sizes)}, ["y"])
     pool_layer(m, kind, c["kernel"], c["strides"], last_pixel=list(c["pads"]), exclude=exclude)
     x = rand(3, *sizes)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     any_pad = any(c["pads"])
     out = [include_last_pixel_out(n, k, s, p, any_pad)
            for n, k, s, p in zip(sizes, c["kernel"], c["strides"], c["pads"])]
     pads = [(p, p) for p in c["pads"]]
     close(y, pool_ref(x[None], kind, c["kernel"], c["strides"], pads, exclude=exclude, out=out))
     if kind == "MAX" and case != "one_axis_padded":
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 def test_pooling_one_axis_padded_drop_rule(tmp_path):
@@ -565,18 +566,18 @@ def test_pooling_one_axis_padded_drop_rule(tmp_path):
     m = Model({"x": (1, 6, 6)}, ["y"])
     pool_layer(m, "MAX", (2, 2), (3, 2), last_pixel=[0, 1])
     x = rand(1, 6, 6)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     assert y.shape == (1, 2, 4)  # H: ceil((6 - 2) / 3) + 1 = 3, dropped to 2; W: ceil(6 / 2) + 1 = 4
     close(y, pool_ref(x[None], "MAX", (2, 2), (3, 2), [(0, 0), (1, 1)], exclude=False, out=[2, 4]))
 
 
 def test_pooling_nd_rank5_and_flexible(tmp_path):
     m = Model({"x": (2, 2, 3, 8, 8)}, ["y"], nd=True)
-    m.flexible("x", [1, 1, 3, 4, 4], [3, 3, 3, 16, 16])
+    flexible(m.spec, "x", [1, 1, 3, 4, 4], [3, 3, 3, 16, 16])
     pool_layer(m, "AVERAGE", (3, 3), (2, 2), same="BOTTOM_RIGHT_HEAVY", exclude=True)
     for shape in ((2, 2, 3, 8, 8), (3, 1, 3, 7, 11)):
         x = rand(*shape)
-        y = run(m, {"x": x}, tmp_path)["y"]
+        y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
         pads = [same_pads(n, 3, 2, False) for n in shape[-2:]]
         out = [math.ceil(n / 2) for n in shape[-2:]]
         ref = pool_ref(x.reshape(-1, *shape[2:]), "AVERAGE", (3, 3), (2, 2), pads, exclude=True, out=out)
@@ -603,7 +604,7 @@ def test_pooling3d(pad, kind, exclude, tmp_path):
     m = Model({"x": (2, 3, 4, 7, 6)}, ["y"], nd=True, spec_version=5)
     pool3d_layer(m, kind, kernel, strides, pad, custom, exclude)
     x = rand(2, 3, 4, 7, 6)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     out = None
     if pad == "SAME":  # ceil(D / stride) outputs, the odd padding unit at the back/bottom/right
         pads = [same_pads(n, k, s, False) for n, k, s in zip((4, 7, 6), kernel, strides)]
@@ -619,7 +620,7 @@ def test_global_pooling3d(kind, tmp_path):
     m.layer("globalPooling3d", ["x"], ["y"]).type = m.nn.GlobalPooling3DLayerParams.GlobalPoolingType3D.Value(kind)
     x = rand(2, 3, 4, 5, 6)
     reduce = np.max if kind == "MAX" else np.mean
-    close(run(m, {"x": x}, tmp_path)["y"], reduce(x, axis=(2, 3, 4), keepdims=True))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], reduce(x, axis=(2, 3, 4), keepdims=True))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -648,7 +649,7 @@ def test_padding_example_from_the_spec(kind, tmp_path):
     m = Model({"x": (1, 3, 4)}, ["y"])
     pad_layer(m, kind, [(2, 0), (2, 0)])
     x = np.arange(1, 13, dtype=np.float32).reshape(1, 3, 4)
-    close(run(m, {"x": x}, tmp_path)["y"], np.array(SPEC_PAD_EXAMPLE[kind])[None])
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.array(SPEC_PAD_EXAMPLE[kind])[None])
 
 
 @pytest.mark.parametrize("kind", ["constant", "reflection", "replication"])
@@ -656,11 +657,11 @@ def test_padding_matches_onnxruntime(kind, tmp_path):
     m = Model({"x": (3, 5, 6)}, ["y"])
     pad_layer(m, kind, [(1, 3), (4, 2)], value=2.5)
     x = rand(3, 5, 6)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     np_mode = {"constant": "constant", "reflection": "reflect", "replication": "edge"}[kind]
     extra = {"constant_values": 2.5} if kind == "constant" else {}
     close(y, np.pad(x, [(0, 0), (1, 3), (4, 2)], mode=np_mode, **extra))
-    close(y, onnx_reference(m, {"x": x}, "y"))
+    close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 def test_padding_nd_rank2_and_rank4(tmp_path):
@@ -670,7 +671,7 @@ def test_padding_nd_rank2_and_rank4(tmp_path):
     p.constant.value = -1.0
     border(p.paddingAmounts, [(0, 1), (2, 0)])
     x, z = rand(4, 5), rand(2, 3, 4, 5)
-    out = run(m, {"x": x, "z": z}, tmp_path)
+    out = convert_run(m.spec, {"x": x, "z": z}, tmp_path)
     close(out["y"], np.pad(x, [(2, 1), (0, 3)], mode="reflect"))
     close(out["w"], np.pad(z, [(0, 0), (0, 0), (0, 1), (2, 0)], constant_values=-1.0))
 
@@ -679,9 +680,9 @@ def test_crop_amounts_matches_onnxruntime(tmp_path):
     m = Model({"x": (3, 8, 9)}, ["y"])
     border(m.layer("crop", ["x"], ["y"]).cropAmounts, [(1, 2), (3, 0)])
     x = rand(3, 8, 9)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     close(y, x[:, 1:6, 3:9])
-    close(y, onnx_reference(m, {"x": x}, "y"))
+    close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 def test_crop_reference_input_with_offset(tmp_path):
@@ -689,19 +690,19 @@ def test_crop_reference_input_with_offset(tmp_path):
     m = Model({"x": (3, 8, 9), "r": (3, 4, 5)}, ["y"])
     m.layer("crop", ["x", "r"], ["y"]).offset.extend([2, 3])
     x, r = rand(3, 8, 9), rand(3, 4, 5)
-    y = run(m, {"x": x, "r": r}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x, "r": r}, tmp_path)["y"]
     close(y, x[:, 2:6, 3:8])
-    close(y, onnx_reference(m, {"x": x, "r": r}, "y"))
+    close(y, onnx_oracle(m.spec, {"x": x, "r": r})["y"])
 
 
 def test_crop_reference_input_flexible(tmp_path):
     m = Model({"x": (1, 2, 8, 9), "r": (1, 2, 4, 5)}, ["y"], nd=True)
-    m.flexible("x", [1, 2, 6, 6], [1, 2, 12, 12])
-    m.flexible("r", [1, 2, 1, 1], [1, 2, 6, 6])
+    flexible(m.spec, "x", [1, 2, 6, 6], [1, 2, 12, 12])
+    flexible(m.spec, "r", [1, 2, 1, 1], [1, 2, 6, 6])
     m.layer("crop", ["x", "r"], ["y"]).offset.extend([1, 2])
     for xs, rs in (((9, 8), (3, 6)), ((12, 10), (6, 1))):
         x, r = rand(1, 2, *xs), rand(1, 2, *rs)
-        close(run(m, {"x": x, "r": r}, tmp_path)["y"], x[..., 1:1 + rs[0], 2:2 + rs[1]])
+        close(convert_run(m.spec, {"x": x, "r": r}, tmp_path)["y"], x[..., 1:1 + rs[0], 2:2 + rs[1]])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -721,10 +722,10 @@ def test_upsample_nearest_neighbour(nd, tmp_path):
     m = Model({"x": shape}, ["y"], nd=nd)
     upsample_layer(m, "NN", [2, 3])
     x = rand(*shape)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     close(y, x.repeat(2, axis=-2).repeat(3, axis=-1))
     if not nd:
-        close(y, onnx_reference(m, {"x": x}, "y"))
+        close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
 @pytest.mark.parametrize("factors", [(2, 3), (1.5, 2.25), (0.6, 1.7)], ids=["integer", "fractional", "shrink"])
@@ -736,7 +737,7 @@ def test_upsample_bilinear_matches_torch(linear, factors, tmp_path):
     m = Model({"x": (3, 5, 6)}, ["y"], spec_version=5)
     upsample_layer(m, "BILINEAR", factors, linear, fractional)
     x = rand(3, 5, 6)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     ref = F.interpolate(torch.from_numpy(x[None]), scale_factor=factors, mode="bilinear",
                         align_corners=linear == "ALIGN_CORNERS_TRUE", recompute_scale_factor=True).numpy()
     close(y, ref)
@@ -752,23 +753,23 @@ def test_upsample_bilinear_default_mode(factors, tmp_path):
     upsample_layer(m, "BILINEAR", factors, "DEFAULT", fractional)
     x = rand(2, 4, 5)
     grids = [upsample_grid("DEFAULT", n, int(math.floor(n * f))) for n, f in zip((4, 5), factors)]
-    close(run(m, {"x": x}, tmp_path)["y"], lerp(lerp(x.astype(np.float64), 1, grids[0]), 2, grids[1]))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], lerp(lerp(x.astype(np.float64), 1, grids[0]), 2, grids[1]))
 
 
 def test_upsample_flexible_size(tmp_path):
     m = Model({"x": (1, 2, 4, 4)}, ["y"], nd=True, spec_version=5)
-    m.flexible("x", [1, 2, 2, 2], [1, 2, 8, 8])
+    flexible(m.spec, "x", [1, 2, 2, 2], [1, 2, 8, 8])
     upsample_layer(m, "BILINEAR", [2, 3], "ALIGN_CORNERS_FALSE")
     x = rand(1, 2, 3, 7)
     ref = F.interpolate(torch.from_numpy(x), scale_factor=(2, 3), mode="bilinear", align_corners=False).numpy()
-    close(run(m, {"x": x}, tmp_path)["y"], ref)
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], ref)
 
 
 def test_upsample_fractional_nearest_is_unsupported(tmp_path):
     m = Model({"x": (1, 4, 4)}, ["y"])
     upsample_layer(m, "NN", [1.5, 2.0], fractional=True)
     with pytest.raises(UnsupportedError, match="fractional"):
-        load(m, tmp_path)
+        load_spec(m.spec, tmp_path)
 
 
 SAMPLING = ["STRICT_ALIGN_ENDPOINTS_MODE", "ALIGN_ENDPOINTS_MODE", "UPSAMPLE_MODE", "ROI_ALIGN_MODE"]
@@ -782,7 +783,7 @@ def test_resize_bilinear(method, target, tmp_path):
     p.targetSize.extend(target)
     p.mode.samplingMethod = m.nn.SamplingMode.Method.Value(method)
     x = rand(2, 5, 4)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     ref = lerp(lerp(x.astype(np.float64), 1, sampling_grid(method, 5, target[0])), 2,
                sampling_grid(method, 4, target[1]))
     close(y, ref)
@@ -796,7 +797,7 @@ def test_resize_bilinear_nd_leading_axes(tmp_path):
     x = rand(2, 3, 2, 5, 4)
     ref = lerp(lerp(x.astype(np.float64), 3, sampling_grid("ALIGN_ENDPOINTS_MODE", 5, 8)), 4,
                sampling_grid("ALIGN_ENDPOINTS_MODE", 4, 3))
-    close(run(m, {"x": x}, tmp_path)["y"], ref)
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], ref)
 
 
 BOX_MODES = ["CORNERS_HEIGHT_FIRST", "CORNERS_WIDTH_FIRST", "CENTER_SIZE_HEIGHT_FIRST", "CENTER_SIZE_WIDTH_FIRST"]
@@ -846,7 +847,7 @@ def test_crop_resize_boxes_on_every_image(method, box_mode, normalized, tmp_path
     p.boxIndicesMode.boxMode = m.nn.BoxCoordinatesMode.Coordinates.Value(box_mode)
     p.spatialScale = scale
     x = rand(1, 2, 2, 8, 10)
-    y = run(m, {"x": x, "roi": boxes.reshape(3, 1, 4, 1, 1).astype(np.float32)}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x, "roi": boxes.reshape(3, 1, 4, 1, 1).astype(np.float32)}, tmp_path)["y"]
     assert y.shape == (3, 2, 2, 4, 5)
     close(y, crop_resize_ref(x[0], boxes, (4, 5), method, box_mode, normalized, scale), atol=2e-5)
 
@@ -863,7 +864,7 @@ def test_crop_resize_boxes_with_image_index(batch, tmp_path):
     p.mode.samplingMethod = m.nn.SamplingMode.ROI_ALIGN_MODE
     x = rand(1, batch, 2, 6, 7)
     rois = np.array([[batch - 1, 0.5, 1, 4, 6], [0, 1, 0, 5, 3]], np.float32)
-    y = run(m, {"x": x, "roi": rois.reshape(2, 1, 5, 1, 1)}, tmp_path, coremltools_loads=batch == 1)["y"]
+    y = convert_run(m.spec, {"x": x, "roi": rois.reshape(2, 1, 5, 1, 1)}, tmp_path, coremltools_loads=batch == 1)["y"]
     assert y.shape == (2, 1, 2, 3, 4)
     for i, r in enumerate(rois):
         ref = crop_resize_ref(x[0, int(r[0])], r[None, 1:], (3, 4), "ROI_ALIGN_MODE", "CORNERS_HEIGHT_FIRST", False,
@@ -894,7 +895,7 @@ def test_reorganize_example_from_the_spec(mode, nd, tmp_path):
     m = Model({"x": x.shape}, ["y"], nd=nd, spec_version=5)
     reorganize_layer(m, mode, 2)
     expected = {"DEPTH_TO_SPACE": SPEC_D2S, "PIXEL_SHUFFLE": SPEC_SHUFFLE, "SPACE_TO_DEPTH": block_in}[mode]
-    close(run(m, {"x": x}, tmp_path)["y"], np.array(expected))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.array(expected))
 
 
 @pytest.mark.parametrize("mode", ["DEPTH_TO_SPACE", "SPACE_TO_DEPTH"])
@@ -903,7 +904,7 @@ def test_reorganize_matches_onnxruntime(mode, tmp_path):
     m = Model({"x": shape}, ["y"])
     reorganize_layer(m, mode, 3)
     x = rand(*shape)
-    close(run(m, {"x": x}, tmp_path)["y"], onnx_reference(m, {"x": x}, "y"))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], onnx_oracle(m.spec, {"x": x})["y"])
 
 
 def test_reorganize_pixel_shuffle_nd_matches_torch(tmp_path):
@@ -911,7 +912,7 @@ def test_reorganize_pixel_shuffle_nd_matches_torch(tmp_path):
     reorganize_layer(m, "PIXEL_SHUFFLE", 3)
     x = rand(2, 3, 18, 2, 3)
     ref = F.pixel_shuffle(torch.from_numpy(x.reshape(6, 18, 2, 3)), 3).numpy().reshape(2, 3, 2, 6, 9)
-    close(run(m, {"x": x}, tmp_path)["y"], ref)
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], ref)
 
 
 @pytest.mark.parametrize("axis, size, step", [(0, 3, 2), (1, 4, 1), (-1, 2, 3)])
@@ -923,7 +924,7 @@ def test_sliding_windows(axis, size, step, tmp_path):
     ax = axis % 3
     count = (x.shape[ax] - size) // step + 1
     windows = [np.take(x, range(i * step, i * step + size), axis=ax) for i in range(count)]
-    close(run(m, {"x": x}, tmp_path)["y"], np.stack(windows, axis=ax))
+    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.stack(windows, axis=ax))
 
 
 def test_rank5_network_with_flexible_image_size(tmp_path):
@@ -951,7 +952,7 @@ def test_rank5_network_with_flexible_image_size(tmp_path):
         out = [include_last_pixel_out(n, 2, 1, 1, True) for n in a.shape[2:]]
         b = pool_ref(a, "MAX", (2, 2), (1, 1), [(1, 1), (1, 1)], exclude=False, out=out)
         c = b.repeat(2, axis=2).repeat(3, axis=3)[:, :, 1:, :-2]
-        close(run(m, {"x": x}, tmp_path)["y"], np.pad(c, [(0, 0), (0, 0), (0, 2), (1, 1)], mode="edge"))
+        close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.pad(c, [(0, 0), (0, 0), (0, 2), (1, 1)], mode="edge"))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -999,7 +1000,7 @@ def _malformed_models() -> dict[str, Model]:
 @pytest.mark.parametrize("case", list(_malformed_models()))
 def test_malformed_layers_name_the_layer(case, tmp_path):
     with pytest.raises(FormatError) as info:
-        load(_malformed_models()[case], tmp_path)
+        load_spec(_malformed_models()[case].spec, tmp_path)
     assert "bad_conv" in str(info.value)
 
 
@@ -1009,7 +1010,7 @@ def test_window_that_does_not_fit_names_the_layer(tmp_path):
     p.kernelSize.extend([3, 3])
     p.valid.SetInParent()
     with pytest.raises(ConverterError, match="too_big"):
-        load(m, tmp_path)
+        load_spec(m.spec, tmp_path)
 
 
 @pytest.mark.parametrize("nbits", [16, 8], ids=["fp16", "linear8"])
@@ -1038,11 +1039,11 @@ def test_convolution_and_deconvolution_with_compressed_weights(nbits, tmp_path):
     encoding = m.spec.neuralNetwork.layers[1].convolution.weights
     assert (len(encoding.float16Value) > 0) if nbits == 16 else encoding.HasField("quantization")
     x = rand(4, 6, 7)
-    y = run(m, {"x": x}, tmp_path)["y"]
+    y = convert_run(m.spec, {"x": x}, tmp_path)["y"]
     if nbits == 16:
         for layer in m.spec.neuralNetwork.layers:
             for wp in (layer.convolution.weights, layer.convolution.bias):
                 if len(wp.float16Value):
                     wp.floatValue.extend(np.frombuffer(wp.float16Value, np.float16).astype(np.float32).tolist())
                     wp.ClearField("float16Value")
-    close(y, onnx_reference(m, {"x": x}, "y"), atol=1e-4)
+    close(y, onnx_oracle(m.spec, {"x": x})["y"], atol=1e-4)

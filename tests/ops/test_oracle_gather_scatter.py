@@ -9,6 +9,8 @@ sequential definition written out in the test.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from onnx import helper
@@ -18,6 +20,7 @@ from tests.oracles import webnn_vectors
 from tests.oracles.onnx_oracle import run_onnx, run_onnx_node
 
 from .harness import Case, assert_close, build_program, run_op
+from .oracle_util import DT_ID, assert_exact, i64, random_data, single_op_vectors
 
 ORACLE = {
     "gather": "onnxruntime Gather (batch_dims: Transpose + GatherND(batch_dims) + Transpose) + WebNN gather vectors",
@@ -31,14 +34,8 @@ ORACLE = {
 _MODES = ["update", "add", "sub", "mul", "div", "max", "min"]
 _REDUCTION = {"update": "none", "add": "add", "sub": "add", "mul": "mul", "div": "mul", "max": "max", "min": "min"}
 _ONNX_UPDATES = {"sub": "Neg", "div": "Reciprocal"}
-
-
-def _data(shape: tuple, dt: type, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if np.dtype(dt).kind in "iu":
-        info = np.iinfo(dt)
-        return rng.integers(max(info.min, -20), min(info.max, 20), shape).astype(dt)
-    return (rng.standard_normal(shape) * 4).astype(dt)
+# smaller magnitudes than the other oracle tests: integers in [-20, 20), floats standard normal times 4
+_data = functools.partial(random_data, bound=20, scale=4.0)
 
 
 def _nonzero(shape: tuple, dt: type, seed: int) -> np.ndarray:
@@ -50,28 +47,11 @@ def _nonzero(shape: tuple, dt: type, seed: int) -> np.ndarray:
     return (sign * rng.uniform(0.5, 2.0, shape)).astype(dt)
 
 
-def _i64(v) -> np.ndarray:
-    return np.asarray(v, np.int64)
-
-
-def _exact(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    np.testing.assert_array_equal(got, want, err_msg=what)
-
-
-def _single_op_vectors(op: str):
-    for vec in webnn_vectors.load(op):
-        (node,) = vec.operators
-        args = {k: v for arg in node["arguments"] for k, v in arg.items()}
-        yield vec, args, args.get("options", {}), node["outputs"]
-
-
 # ---------------------------------------------------------------------------------------------
 # gathers
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], **DT_ID)
 @pytest.mark.parametrize("shape,idx_shape,axis", [((5, 4), (3,), 0), ((2, 5, 3), (2, 4), 1), ((2, 3, 4), (), -1),
                                                   ((3, 4), (2, 0), 1), ((6,), (2, 3, 2), 0)], ids=str)
 @pytest.mark.parametrize("opset", ["iOS15", "iOS16"])
@@ -81,7 +61,7 @@ def test_gather_negative_indices_vs_onnxruntime(shape, idx_shape, axis, dt, opse
     indices = np.random.default_rng(1).integers(-n, n, idx_shape).astype(np.int32)
     got = run_op("gather", {"x": x, "indices": indices}, {"axis": axis}, opset=opset)[0]
     want = run_onnx_node("Gather", {"x": x, "i": indices}, {"axis": axis})[0]
-    _exact(got, want, f"gather axis {axis}")
+    assert_exact(got, want, f"gather axis {axis}")
 
 
 @pytest.mark.parametrize("dt,idx_dt", [(np.int8, np.uint8), (np.uint8, np.int8), (np.int16, np.uint16),
@@ -91,7 +71,7 @@ def test_gather_ios17_dtypes_vs_onnxruntime(dt, idx_dt):
     indices = np.array([[4, 0], [2, 2]], idx_dt)
     got = run_op("gather", {"x": x, "indices": indices}, {"axis": 1, "validate_indices": True}, opset="iOS17")[0]
     want = run_onnx_node("Gather", {"x": x, "i": indices.astype(np.int64)}, {"axis": 1})[0]
-    _exact(got, want, "gather iOS17")
+    assert_exact(got, want, "gather iOS17")
 
 
 def _onnx_batched_gather(x: np.ndarray, indices: np.ndarray, axis: int, b: int) -> np.ndarray:
@@ -105,7 +85,7 @@ def _onnx_batched_gather(x: np.ndarray, indices: np.ndarray, axis: int, b: int) 
              helper.make_node("Unsqueeze", ["i", "last"], ["i1"]),
              helper.make_node("GatherND", ["xt", "i1"], ["y"], batch_dims=b),
              helper.make_node("Transpose", ["y"], ["out"], perm=perm_y)]
-    return run_onnx(nodes, {"x": x, "i": indices.astype(np.int64)}, ["out"], {"last": _i64([-1])})[0]
+    return run_onnx(nodes, {"x": x, "i": indices.astype(np.int64)}, ["out"], {"last": i64([-1])})[0]
 
 
 @pytest.mark.parametrize("shape,idx_shape,axis,batch_dims", [
@@ -118,12 +98,12 @@ def test_gather_batch_dims_vs_onnxruntime(shape, idx_shape, axis, batch_dims, op
     indices = np.random.default_rng(2).integers(lo, shape[axis], idx_shape).astype(np.int32)
     got = run_op("gather", {"x": x, "indices": indices}, {"axis": axis, "batch_dims": batch_dims}, opset=opset)[0]
     b = batch_dims % indices.ndim if batch_dims < 0 else batch_dims
-    _exact(got, _onnx_batched_gather(x, indices, axis, b), f"gather batch_dims {batch_dims}")
+    assert_exact(got, _onnx_batched_gather(x, indices, axis, b), f"gather batch_dims {batch_dims}")
 
 
 def test_gather_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("gather"):
+    for vec, args, opts, out in single_op_vectors("gather"):
         x, indices = vec.inputs[args["input"]], vec.inputs[args["indices"]]
         axis = opts.get("axis", 0)
         if ((indices < -x.shape[axis]) | (indices >= x.shape[axis])).any():
@@ -134,7 +114,7 @@ def test_gather_vs_webnn_vectors():
     assert checked > 30
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], **DT_ID)
 @pytest.mark.parametrize("shape,idx_shape,axis", [((3, 4), (5, 4), 0), ((2, 3, 4), (2, 3, 6), -1),
                                                   ((2, 3, 4), (2, 1, 4), 1), ((5,), (0,), 0)], ids=str)
 def test_gather_along_axis_vs_onnxruntime(shape, idx_shape, axis, dt):
@@ -143,12 +123,12 @@ def test_gather_along_axis_vs_onnxruntime(shape, idx_shape, axis, dt):
     indices = np.random.default_rng(3).integers(-n, n, idx_shape).astype(np.int32)
     got = run_op("gather_along_axis", {"x": x, "indices": indices}, {"axis": axis})[0]
     want = run_onnx_node("GatherElements", {"x": x, "i": indices}, {"axis": axis})[0]
-    _exact(got, want, f"gather_along_axis axis {axis}")
+    assert_exact(got, want, f"gather_along_axis axis {axis}")
 
 
 def test_gather_along_axis_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("gatherElements"):
+    for vec, args, opts, out in single_op_vectors("gatherElements"):
         x, indices = vec.inputs[args["input"]], vec.inputs[args["indices"]]
         axis = opts.get("axis", 0)
         if x.dtype not in (np.float32, np.float16, np.int32):
@@ -161,7 +141,7 @@ def test_gather_along_axis_vs_webnn_vectors():
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32], **DT_ID)
 @pytest.mark.parametrize("shape,idx_shape,batch_dims,opset", [
     ((4, 5, 3), (6, 2), 0, "iOS15"), ((4, 5, 3), (2, 3, 3), 0, "iOS15"), ((4, 5), (3, 1), 0, "iOS15"),
     ((2, 5, 3), (2, 4, 1), 1, "iOS16"), ((2, 3, 5, 4), (2, 3, 2, 2), 2, "iOS16"), ((2, 5, 3), (2, 2), 1, "iOS17")],
@@ -176,12 +156,12 @@ def test_gather_nd_vs_onnxruntime(shape, idx_shape, batch_dims, opset, dt):
     params = {"batch_dims": batch_dims} if opset != "iOS15" else {}
     got = run_op("gather_nd", {"x": x, "indices": indices}, params, opset=opset)[0]
     want = run_onnx_node("GatherND", {"x": x, "i": indices.astype(np.int64)}, {"batch_dims": batch_dims})[0]
-    _exact(got, want, f"gather_nd batch_dims {batch_dims}")
+    assert_exact(got, want, f"gather_nd batch_dims {batch_dims}")
 
 
 def test_gather_nd_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("gatherND"):
+    for vec, args, _, out in single_op_vectors("gatherND"):
         x, indices = vec.inputs[args["input"]], vec.inputs[args["indices"]]
         sizes = np.array(x.shape[:indices.shape[-1]])
         if ((indices < -sizes) | (indices >= sizes)).any():
@@ -239,7 +219,7 @@ def _close(got: np.ndarray, want: np.ndarray, mode: str, what: str) -> None:
         tol = 4e-3 if got.dtype == np.float16 else 1e-6
         assert_close(got, want, rtol=tol, atol=tol, what=what)
     else:
-        _exact(got, want, what)
+        assert_exact(got, want, what)
 
 
 _FLOAT_DTYPES = [np.float32, np.float16]
@@ -334,12 +314,12 @@ def test_scatter_duplicates_follow_the_sequential_rule(op, mode):
         writes = [(tuple(idx[j]), upd[j]) for j in range(4)]
         params = {}
     got = run_op(op, {"data": data, "indices": idx, "updates": upd}, {**params, "mode": mode})[0]
-    _exact(got, _sequential(data, writes, mode), f"{op} {mode}")
+    assert_exact(got, _sequential(data, writes, mode), f"{op} {mode}")
 
 
 def test_scatter_along_axis_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("scatterElements"):
+    for vec, args, opts, out in single_op_vectors("scatterElements"):
         data, idx, upd = (vec.inputs[args[k]] for k in ("input", "indices", "updates"))
         got = run_op("scatter_along_axis", {"data": data, "indices": idx.astype(np.int32), "updates": upd},
                      {"axis": opts.get("axis", 0), "mode": "update"})[0]
@@ -350,7 +330,7 @@ def test_scatter_along_axis_vs_webnn_vectors():
 
 def test_scatter_nd_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("scatterND"):
+    for vec, args, _, out in single_op_vectors("scatterND"):
         data, idx, upd = (vec.inputs[args[k]] for k in ("input", "indices", "updates"))
         got = run_op("scatter_nd", {"data": data, "indices": idx.astype(np.int32), "updates": upd},
                      {"mode": "update"})[0]

@@ -18,6 +18,7 @@ from tests.oracles import webnn_vectors
 from tests.oracles.onnx_oracle import run_onnx, run_onnx_node
 
 from .harness import assert_close, run_op
+from .oracle_util import single_op_vectors
 
 ORACLE = {
     "batch_norm": "onnxruntime BatchNormalization + WebNN batchNormalization vectors",
@@ -196,11 +197,8 @@ def _moveaxis_params(values: np.ndarray, axes: list[int], rank: int) -> np.ndarr
 
 def test_layer_norm_vs_webnn_vectors():
     checked = 0
-    for vec in webnn_vectors.load("layerNormalization"):
-        (node,) = vec.operators
-        args = node["arguments"]
-        x = vec.inputs[args[0]["input"]]
-        options = args[1]["options"] if len(args) > 1 else {}
+    for vec, args, options, output in single_op_vectors("layerNormalization"):
+        x = vec.inputs[args["input"]]
         axes = options.get("axes", list(range(1, x.ndim)))  # WebNN's default: every axis but the first
         params: dict = {"axes": np.array(axes, np.int32), "epsilon": np.array(options.get("epsilon", 1e-5), x.dtype)}
         for webnn_name, mil_name in (("scale", "gamma"), ("bias", "beta")):
@@ -208,7 +206,7 @@ def test_layer_norm_vs_webnn_vectors():
                 params[mil_name] = _moveaxis_params(vec.inputs[options[webnn_name]], axes, x.ndim)
         got = run_op("layer_norm", {"x": x}, params)[0]
         atol = 1 / 512 if x.dtype == np.float16 else 1 / 1024
-        webnn_vectors.assert_atol(got, vec.expected[node["outputs"]], atol, what=vec.name)
+        webnn_vectors.assert_atol(got, vec.expected[output], atol, what=vec.name)
         checked += 1
     assert checked == 25
 
@@ -221,31 +219,25 @@ def _channels_to_axis1(x: np.ndarray, axis: int) -> tuple[np.ndarray, tuple]:
 
 def test_batch_norm_vs_webnn_vectors():
     checked = 0
-    for vec in webnn_vectors.load("batchNormalization"):
-        (node,) = vec.operators
-        args = node["arguments"]
-        x = vec.inputs[args[0]["input"]]
-        options = args[3]["options"] if len(args) > 3 else {}
+    for vec, args, options, output in single_op_vectors("batchNormalization"):
+        x = vec.inputs[args["input"]]
         axis = options.get("axis", 1)
-        params: dict = {"mean": vec.inputs[args[1]["mean"]], "variance": vec.inputs[args[2]["variance"]],
+        params: dict = {"mean": vec.inputs[args["mean"]], "variance": vec.inputs[args["variance"]],
                         "epsilon": np.array(options.get("epsilon", 1e-5), x.dtype)}
         for webnn_name, mil_name in (("scale", "gamma"), ("bias", "beta")):
             if webnn_name in options:
                 params[mil_name] = vec.inputs[options[webnn_name]]
         x3, moved_shape = _channels_to_axis1(x, axis)
         got = np.moveaxis(run_op("batch_norm", {"x": x3}, params)[0].reshape(moved_shape), -1, axis)
-        webnn_vectors.assert_ulp(got, vec.expected[node["outputs"]], 6, what=vec.name)
+        webnn_vectors.assert_ulp(got, vec.expected[output], 6, what=vec.name)
         checked += 1
     assert checked == 24
 
 
 def test_instance_norm_vs_webnn_vectors():
     checked = 0
-    for vec in webnn_vectors.load("instanceNormalization"):
-        (node,) = vec.operators
-        args = node["arguments"]
-        x = vec.inputs[args[0]["input"]]
-        options = args[1]["options"] if len(args) > 1 else {}
+    for vec, args, options, output in single_op_vectors("instanceNormalization"):
+        x = vec.inputs[args["input"]]
         nhwc = options.get("layout", "nchw") == "nhwc"
         params: dict = {"epsilon": np.array(options.get("epsilon", 1e-5), x.dtype)}
         for webnn_name, mil_name in (("scale", "gamma"), ("bias", "beta")):
@@ -254,7 +246,7 @@ def test_instance_norm_vs_webnn_vectors():
         got = run_op("instance_norm", {"x": np.moveaxis(x, -1, 1) if nhwc else x}, params)[0]
         got = np.moveaxis(got, 1, -1) if nhwc else got
         budget = 8400 if x.dtype == np.float16 else 840
-        webnn_vectors.assert_ulp(got, vec.expected[node["outputs"]], budget, what=vec.name)
+        webnn_vectors.assert_ulp(got, vec.expected[output], budget, what=vec.name)
         checked += 1
     assert checked == 14
 

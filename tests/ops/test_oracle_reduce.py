@@ -18,6 +18,7 @@ from tests.oracles import webnn_vectors
 from tests.oracles.onnx_oracle import run_onnx_node
 
 from .harness import assert_close, run_op
+from .oracle_util import single_op_vectors
 
 _ONNX_REDUCE = {
     "reduce_sum": "ReduceSum",
@@ -239,16 +240,13 @@ def test_cumsum_int32_overflow_wraps_vs_onnxruntime():
 
 def test_cumsum_vs_webnn_vectors():
     checked = 0
-    for vec in webnn_vectors.load("cumulativeSum"):
-        (node,) = vec.operators
-        args = node["arguments"]
-        x = vec.inputs[args[0]["input"]]
-        options = args[2]["options"] if len(args) > 2 else {}
-        axis = args[1]["axis"]
+    for vec, args, options, output in single_op_vectors("cumulativeSum"):
+        x = vec.inputs[args["input"]]
+        axis = args["axis"]
         got = run_op("cumsum", {"x": x}, {"axis": axis, "exclusive": options.get("exclusive", False),
                                            "reverse": options.get("reversed", False)})[0]
         budget = x.shape[axis] - 1 if x.dtype == np.float32 else 0
-        webnn_vectors.assert_ulp(got, vec.expected[node["outputs"]], budget, what=vec.name)
+        webnn_vectors.assert_ulp(got, vec.expected[output], budget, what=vec.name)
         checked += 1
     assert checked == 4
 
@@ -332,18 +330,15 @@ _WEBNN_ULP = {
 def test_reduce_vs_webnn_vectors(webnn_op: str):
     op = _WEBNN_REDUCE[webnn_op]
     checked = 0
-    for vec in webnn_vectors.load(webnn_op):
-        (node,) = vec.operators
-        args = node["arguments"]
-        x = vec.inputs[args[0]["input"]]
+    for vec, args, options, output in single_op_vectors(webnn_op):
+        x = vec.inputs[args["input"]]
         if x.dtype not in (np.float32, np.float16, np.int32):
             continue  # MIL reductions take fp16, fp32, int32 only
-        options = args[1]["options"] if len(args) > 1 else {}
         axes = options.get("axes")
         got = run_op(op, {"x": x}, _mil_params(None if axes is None else tuple(axes),
                                                  options.get("keepDimensions", False)))[0]
         n = int(np.prod([x.shape[a] for a in (range(x.ndim) if axes is None else axes)]))
-        webnn_vectors.assert_ulp(got, vec.expected[node["outputs"]], _WEBNN_ULP[webnn_op](n), what=vec.name)
+        webnn_vectors.assert_ulp(got, vec.expected[output], _WEBNN_ULP[webnn_op](n), what=vec.name)
         checked += 1
     assert checked > 0
 

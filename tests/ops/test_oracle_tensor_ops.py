@@ -15,6 +15,7 @@ from tests.oracles import webnn_vectors
 from tests.oracles.onnx_oracle import run_onnx, run_onnx_node
 
 from .harness import Case, assert_close, run_case, run_op
+from .oracle_util import DT_ID, DTYPES, assert_exact, i32, i64, random_data, single_op_vectors
 
 ORACLE = {
     "concat": "onnxruntime Concat (interleave: Unsqueeze + Concat + Reshape) + WebNN concat vectors",
@@ -34,41 +35,7 @@ ORACLE = {
     "non_maximum_suppression": "onnxruntime NonMaxSuppression (center_point_box=1)",
 }
 
-_DTYPES = [np.float32, np.float16, np.int32, np.bool_]
 _SPECIAL = np.array([np.nan, np.inf, -np.inf, 0.0, -0.0, 1.5], np.float32)
-
-
-def _data(shape: tuple, dt: type, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if dt == np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if np.dtype(dt).kind in "iu":
-        return rng.integers(-100, 100, shape).astype(dt)
-    return (rng.standard_normal(shape) * 10).astype(dt)
-
-
-def _i32(v) -> np.ndarray:
-    return np.asarray(v, np.int32)
-
-
-def _i64(v) -> np.ndarray:
-    return np.asarray(v, np.int64)
-
-
-def _exact(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    np.testing.assert_array_equal(got, want, err_msg=what)
-
-
-def _single_op_vectors(op: str):
-    for vec in webnn_vectors.load(op):
-        (node,) = vec.operators
-        args = {k: v for arg in node["arguments"] for k, v in arg.items()}
-        yield vec, args, args.get("options", {}), node["outputs"]
-
-
-_dt_id = {"ids": lambda d: np.dtype(d).name}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -78,21 +45,21 @@ _dt_id = {"ids": lambda d: np.dtype(d).name}
 _CONCATS = [([(2, 3), (2, 5)], 1), ([(2, 3), (4, 3), (1, 3)], -2), ([(2, 0, 3), (2, 4, 3)], 1), ([(3,)], 0)]
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shapes,axis", _CONCATS, ids=str)
 def test_concat_vs_onnxruntime(shapes, axis, dt):
-    values = [_data(s, dt, seed=i) for i, s in enumerate(shapes)]
+    values = [random_data(s, dt, seed=i) for i, s in enumerate(shapes)]
     got = run_op("concat", {"values": values}, {"axis": axis})[0]
     names = {f"v{i}": v for i, v in enumerate(values)}
     want = run_onnx_node("Concat", names, {"axis": axis})[0]
-    _exact(got, want, f"concat {shapes}")
+    assert_exact(got, want, f"concat {shapes}")
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,n,axis", [((2, 3), 2, 0), ((2, 3), 3, -1), ((2, 3, 4), 2, 1)], ids=str)
 def test_concat_interleave_vs_onnxruntime(shape, n, axis, dt):
     """interleave: slice j of input i lands at j * n + i, i.e. stacking behind ``axis`` and merging."""
-    values = [_data(shape, dt, seed=i) for i in range(n)]
+    values = [random_data(shape, dt, seed=i) for i in range(n)]
     got = run_op("concat", {"values": values}, {"axis": axis, "interleave": True})[0]
     ax = axis % len(shape)
     out_shape = list(shape)
@@ -101,8 +68,8 @@ def test_concat_interleave_vs_onnxruntime(shape, n, axis, dt):
     nodes = [helper.make_node("Unsqueeze", [nm, "ax"], [f"u{i}"]) for i, nm in enumerate(names)]
     nodes += [helper.make_node("Concat", [f"u{i}" for i in range(n)], ["c"], axis=ax + 1),
               helper.make_node("Reshape", ["c", "shape"], ["out"])]
-    want = run_onnx(nodes, dict(zip(names, values)), ["out"], {"ax": _i64([ax + 1]), "shape": _i64(out_shape)})[0]
-    _exact(got, want, "concat interleave")
+    want = run_onnx(nodes, dict(zip(names, values)), ["out"], {"ax": i64([ax + 1]), "shape": i64(out_shape)})[0]
+    assert_exact(got, want, "concat interleave")
 
 
 def test_concat_scalars_vs_onnxruntime():
@@ -111,13 +78,13 @@ def test_concat_scalars_vs_onnxruntime():
     got = run_op("concat", {"values": values}, {"axis": 0})[0]
     nodes = [helper.make_node("Unsqueeze", [f"v{i}", "ax"], [f"u{i}"]) for i in range(3)]
     nodes.append(helper.make_node("Concat", ["u0", "u1", "u2"], ["out"], axis=0))
-    want = run_onnx(nodes, {f"v{i}": np.asarray(v) for i, v in enumerate(values)}, ["out"], {"ax": _i64([0])})[0]
-    _exact(got, want, "concat scalars")
+    want = run_onnx(nodes, {f"v{i}": np.asarray(v) for i, v in enumerate(values)}, ["out"], {"ax": i64([0])})[0]
+    assert_exact(got, want, "concat scalars")
 
 
 def test_concat_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("concat"):
+    for vec, args, _, out in single_op_vectors("concat"):
         values = [vec.inputs[n] for n in args["inputs"]]
         got = run_op("concat", {"values": values}, {"axis": args["axis"]})[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
@@ -125,39 +92,39 @@ def test_concat_vs_webnn_vectors():
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,n,axis", [((2, 3), 2, 0), ((2, 3), 3, -1), ((4,), 1, 1), ((), 2, 0)], ids=str)
 def test_stack_vs_onnxruntime(shape, n, axis, dt):
-    values = [_data(shape, dt, seed=i) for i in range(n)]
+    values = [random_data(shape, dt, seed=i) for i in range(n)]
     got = run_op("stack", {"values": values}, {"axis": axis})[0]
     ax = axis % (len(shape) + 1)
     nodes = [helper.make_node("Unsqueeze", [f"v{i}", "ax"], [f"u{i}"]) for i in range(n)]
     nodes.append(helper.make_node("Concat", [f"u{i}" for i in range(n)], ["out"], axis=ax))
-    want = run_onnx(nodes, {f"v{i}": np.asarray(v) for i, v in enumerate(values)}, ["out"], {"ax": _i64([ax])})[0]
-    _exact(got, want, f"stack axis {axis}")
+    want = run_onnx(nodes, {f"v{i}": np.asarray(v) for i, v in enumerate(values)}, ["out"], {"ax": i64([ax])})[0]
+    assert_exact(got, want, f"stack axis {axis}")
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,axis,sizes,num", [((6, 4), 0, [1, 2, 3], None), ((3, 7), -1, [4, 0, 3], None),
                                                   ((6, 4), 0, None, 3), ((2, 4, 3), 1, None, 1),
                                                   ((4, 6), 1, [2, 4], 2)], ids=str)
 def test_split_vs_onnxruntime(shape, axis, sizes, num, dt):
-    x = _data(shape, dt)
+    x = random_data(shape, dt)
     params = {"axis": axis, **({"split_sizes": sizes} if sizes else {}), **({"num_splits": num} if num else {})}
     got = run_op("split", {"x": x}, params)
     count = len(sizes) if sizes else num
     if sizes:
-        want = run_onnx_node("Split", {"x": x}, {"axis": axis}, initializers={"s": _i64(sizes)}, n_outputs=count)
+        want = run_onnx_node("Split", {"x": x}, {"axis": axis}, initializers={"s": i64(sizes)}, n_outputs=count)
     else:
         want = run_onnx_node("Split", {"x": x}, {"axis": axis, "num_outputs": count}, n_outputs=count)
     assert len(got) == len(want)
     for g, w in zip(got, want):
-        _exact(g, w, f"split {params}")
+        assert_exact(g, w, f"split {params}")
 
 
 def test_split_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, outs in _single_op_vectors("split"):
+    for vec, args, opts, outs in single_op_vectors("split"):
         splits = args["splits"]
         params = {"axis": opts.get("axis", 0)}
         params.update({"num_splits": splits} if isinstance(splits, int) else {"split_sizes": splits})
@@ -169,21 +136,21 @@ def test_split_vs_webnn_vectors():
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,reps", [((2, 3), [1, 1]), ((2, 3), [3, 2]), ((1, 0, 2), [2, 3, 1]), ((4,), [2])],
                          ids=str)
 @pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
 def test_tile_vs_onnxruntime(shape, reps, dt, runtime):
-    x = _data(shape, dt)
-    inputs, params = ({"x": x, "reps": _i32(reps)}, {}) if runtime else ({"x": x}, {"reps": reps})
+    x = random_data(shape, dt)
+    inputs, params = ({"x": x, "reps": i32(reps)}, {}) if runtime else ({"x": x}, {"reps": reps})
     got = run_op("tile", inputs, params)[0]
-    want = run_onnx_node("Tile", {"x": x}, initializers={"r": _i64(reps)})[0]
-    _exact(got, want, f"tile {reps}")
+    want = run_onnx_node("Tile", {"x": x}, initializers={"r": i64(reps)})[0]
+    assert_exact(got, want, f"tile {reps}")
 
 
 def test_tile_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("tile"):
+    for vec, args, _, out in single_op_vectors("tile"):
         x = vec.inputs[args["input"]]
         if x.dtype not in (np.float32, np.float16, np.int32):
             continue  # MIL tile has no uint32
@@ -196,14 +163,14 @@ def test_tile_vs_webnn_vectors():
 def test_tile_after_reshape_vs_webnn_expand_vectors():
     """WebNN expand (numpy broadcasting) is what frontends lower to reshape (prepend 1s) + tile."""
     checked = 0
-    for vec, args, _, out in _single_op_vectors("expand"):
+    for vec, args, _, out in single_op_vectors("expand"):
         x = vec.inputs[args["input"]]
         new_shape = list(args["newShape"])
         lifted = [1] * (len(new_shape) - x.ndim) + list(x.shape)
         reps = [n if d == 1 else 1 for d, n in zip(lifted, new_shape)]
 
         def build(b, x, lifted=lifted, reps=reps):
-            return b.tile(x=b.reshape(x=x, shape=_i32(lifted)), reps=_i32(reps))
+            return b.tile(x=b.reshape(x=x, shape=i32(lifted)), reps=i32(reps))
 
         got = run_case(Case("tile", {"x": x}, build=build))[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
@@ -211,14 +178,14 @@ def test_tile_after_reshape_vs_webnn_expand_vectors():
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,axis", [((3,), -1), ((3,), 1), ((4, 3), -1), ((2, 3, 2), -1), ((5, 5, 2), 1),
                                         ((2, 3, 4), 0), ((2, 3, 4), 3), ((2, 3, 4), -3), ((2, 0, 4), 2)], ids=str)
 def test_flatten2d_vs_onnxruntime(shape, axis, dt):
-    x = _data(shape, dt)
+    x = random_data(shape, dt)
     got = run_op("flatten2d", {"x": x}, {"axis": axis})[0]
     want = run_onnx_node("Flatten", {"x": x}, {"axis": axis})[0]
-    _exact(got, want, f"flatten2d axis {axis}")
+    assert_exact(got, want, f"flatten2d axis {axis}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -227,10 +194,10 @@ def test_flatten2d_vs_onnxruntime(shape, axis, dt):
 
 @pytest.mark.parametrize("shape", [(2, 3, 4), (), (0, 5), (7,)], ids=str)
 def test_shape_vs_onnxruntime(shape):
-    x = _data(shape, np.float16)
+    x = random_data(shape, np.float16)
     got = run_op("shape", {"x": x})[0]
     want = run_onnx_node("Shape", {"x": x})[0]
-    _exact(got, want.astype(np.int32), f"shape {shape}")
+    assert_exact(got, want.astype(np.int32), f"shape {shape}")
 
 
 _FILL_VALUES = [np.float32(-2.5), np.float16(0.1), np.int32(-7), np.bool_(True), np.float32(np.nan)]
@@ -245,26 +212,26 @@ def _constant_of_shape(shape_input: str, value: np.ndarray) -> helper.NodeProto:
 @pytest.mark.parametrize("shape", [[2, 3], [4], [2, 0, 1], []], ids=str)
 @pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
 def test_fill_vs_onnxruntime(shape, value, runtime):
-    inputs, params = ({"shape": _i32(shape)}, {"value": value}) if runtime else ({}, {"shape": _i32(shape), "value": value})
+    inputs, params = ({"shape": i32(shape)}, {"value": value}) if runtime else ({}, {"shape": i32(shape), "value": value})
     got = run_op("fill", inputs, params)[0]
-    want = run_onnx([_constant_of_shape("s", value)], {}, ["out"], {"s": _i64(shape)})[0]
-    _exact(got, want, f"fill {shape} {value}")
+    want = run_onnx([_constant_of_shape("s", value)], {}, ["out"], {"s": i64(shape)})[0]
+    assert_exact(got, want, f"fill {shape} {value}")
 
 
 def test_fill_default_value_is_fp32_zero():
-    got = run_op("fill", {}, {"shape": _i32([2, 2])})[0]
-    want = run_onnx([_constant_of_shape("s", np.float32(0))], {}, ["out"], {"s": _i64([2, 2])})[0]
-    _exact(got, want, "fill default")
+    got = run_op("fill", {}, {"shape": i32([2, 2])})[0]
+    want = run_onnx([_constant_of_shape("s", np.float32(0))], {}, ["out"], {"s": i64([2, 2])})[0]
+    assert_exact(got, want, "fill default")
 
 
 @pytest.mark.parametrize("value", _FILL_VALUES + [None], ids=lambda v: "default" if v is None else f"{np.asarray(v).dtype}")
-@pytest.mark.parametrize("ref_dt", [np.int32, np.float16], **_dt_id)
+@pytest.mark.parametrize("ref_dt", [np.int32, np.float16], **DT_ID)
 def test_fill_like_vs_onnxruntime(value, ref_dt):
-    ref = _data((3, 1, 2), ref_dt)
+    ref = random_data((3, 1, 2), ref_dt)
     got = run_op("fill_like", {"ref_tensor": ref}, {} if value is None else {"value": value}, opset="iOS16")[0]
     nodes = [helper.make_node("Shape", ["r"], ["s"]), _constant_of_shape("s", np.float32(0) if value is None else value)]
     want = run_onnx(nodes, {"r": ref}, ["out"])[0]
-    _exact(got, want, f"fill_like {value}")
+    assert_exact(got, want, f"fill_like {value}")
 
 
 _INT_RANGES = [(0, 10, 3), (7, -4, -3), (5, 5, 1), (5, 0, 1), (-3, 3, 1), (0, 1, 100)]
@@ -277,10 +244,10 @@ def test_range_1d_int32_vs_onnxruntime(start, end, step, runtime):
     vals = {"start": np.int32(start), "end": np.int32(end), "step": np.int32(step)}
     got = run_op("range_1d", vals if runtime else {}, {} if runtime else vals)[0]
     want = run_onnx_node("Range", {k: np.asarray(v) for k, v in vals.items()})[0]
-    _exact(got, want, f"range {start} {end} {step}")
+    assert_exact(got, want, f"range {start} {end} {step}")
 
 
-@pytest.mark.parametrize("dt", [np.float32, np.float16], **_dt_id)
+@pytest.mark.parametrize("dt", [np.float32, np.float16], **DT_ID)
 @pytest.mark.parametrize("start,end,step", _FLOAT_RANGES, ids=str)
 def test_range_1d_float_vs_torch(start, end, step, dt):
     """torch.arange computes start + i * step in wide precision and rounds once, like our kernel
@@ -307,7 +274,7 @@ def test_one_hot_vs_onnxruntime(on_off, axis, runtime_size):
     """Out-of-range indices give all off_value; MIL treats negative ones the same (ONNX would wrap
     them), so negatives are handed to onnxruntime as ``depth``, which is out of range for both."""
     depth = 5
-    indices = _i32([[0, 4, -1], [5, 2, -6]])
+    indices = i32([[0, 4, -1], [5, 2, -6]])
     params = {"axis": axis}
     if on_off is not None:
         params.update(on_value=on_off[0], off_value=on_off[1])
@@ -320,22 +287,22 @@ def test_one_hot_vs_onnxruntime(on_off, axis, runtime_size):
     onnx_indices = np.where(indices < 0, depth, indices).astype(np.int64)
     engine = "reference" if values.dtype == np.int32 else "ort"  # onnxruntime has no int32 OneHot kernel
     want = run_onnx_node("OneHot", {"i": onnx_indices}, {"axis": axis},
-                         initializers={"d": _i64(depth), "v": values}, engine=engine)[0]
-    _exact(got, want, f"one_hot axis {axis}")
+                         initializers={"d": i64(depth), "v": values}, engine=engine)[0]
+    assert_exact(got, want, f"one_hot axis {axis}")
 
 
 @pytest.mark.parametrize("case", ["fp32_special", "fp16", "int32", "bool", "empty"])
 def test_non_zero_vs_onnxruntime(case):
     x = {
         "fp32_special": np.stack([_SPECIAL, _SPECIAL[::-1]]),
-        "fp16": _data((3, 4), np.float16) * (_data((3, 4), np.bool_, 1)),
-        "int32": _data((2, 3, 2), np.int32) * (_data((2, 3, 2), np.bool_, 2)),
-        "bool": _data((5,), np.bool_),
+        "fp16": random_data((3, 4), np.float16) * (random_data((3, 4), np.bool_, 1)),
+        "int32": random_data((2, 3, 2), np.int32) * (random_data((2, 3, 2), np.bool_, 2)),
+        "bool": random_data((5,), np.bool_),
         "empty": np.zeros((0, 3), np.float32),
     }[case]
     got = run_op("non_zero", {"x": x})[0]
     want = run_onnx_node("NonZero", {"x": x})[0]
-    _exact(got, want.T.astype(np.int32), f"non_zero {case}")
+    assert_exact(got, want.T.astype(np.int32), f"non_zero {case}")
 
 
 @pytest.mark.parametrize("value", [3.0, 0.0])
@@ -346,7 +313,7 @@ def test_non_zero_scalar_vs_torch(value):
     x = np.float32(value)
     got = run_op("non_zero", {"x": x})[0]
     want = torch.nonzero(torch.tensor(value)).numpy().astype(np.int32)
-    _exact(got, want, f"non_zero scalar {value}")
+    assert_exact(got, want, f"non_zero scalar {value}")
 
 
 def _band_oracle(x: np.ndarray, lower: int, upper: int) -> np.ndarray:
@@ -358,58 +325,58 @@ def _band_oracle(x: np.ndarray, lower: int, upper: int) -> np.ndarray:
         nodes.append(helper.make_node("Trilu", [name, "ku"], ["u"], upper=0))
         name = "u"
     nodes.append(helper.make_node("Identity", [name], ["out"]))
-    return run_onnx(nodes, {"x": x}, ["out"], {"kl": _i64(-lower), "ku": _i64(upper)})[0]
+    return run_onnx(nodes, {"x": x}, ["out"], {"kl": i64(-lower), "ku": i64(upper)})[0]
 
 
 @pytest.mark.parametrize("lower,upper", [(-1, -1), (0, -1), (-1, 0), (0, 0), (1, 2), (2, 0), (-3, 1), (7, 7)], ids=str)
-@pytest.mark.parametrize("dt", [np.float32, np.int32, np.bool_], **_dt_id)
+@pytest.mark.parametrize("dt", [np.float32, np.int32, np.bool_], **DT_ID)
 def test_band_part_vs_onnxruntime(lower, upper, dt):
-    x = _data((2, 4, 5), dt)
+    x = random_data((2, 4, 5), dt)
     if dt == np.float32:
         x[0] = np.nan  # NaN outside the band must become 0
     got = run_op("band_part", {"x": x}, {"lower": lower, "upper": upper})[0]
-    _exact(got, _band_oracle(x, lower, upper), f"band_part {lower} {upper}")
+    assert_exact(got, _band_oracle(x, lower, upper), f"band_part {lower} {upper}")
 
 
 @pytest.mark.parametrize("lower,upper", [(0, -1), (1, 0), (-1, 2)], ids=str)
 def test_band_part_fp16_vs_torch(lower, upper):
     import torch
 
-    x = _data((3, 4), np.float16)
+    x = random_data((3, 4), np.float16)
     got = run_op("band_part", {"x": x}, {"lower": lower, "upper": upper})[0]
     t = torch.from_numpy(x)
     if lower >= 0:
         t = torch.triu(t, -lower)
     if upper >= 0:
         t = torch.tril(t, upper)
-    _exact(got, t.numpy(), f"band_part fp16 {lower} {upper}")
+    assert_exact(got, t.numpy(), f"band_part fp16 {lower} {upper}")
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 def test_identity_vs_onnxruntime(dt):
-    x = _data((2, 3), dt)
-    _exact(run_op("identity", {"x": x})[0], run_onnx_node("Identity", {"x": x})[0], "identity")
+    x = random_data((2, 3), dt)
+    assert_exact(run_op("identity", {"x": x})[0], run_onnx_node("Identity", {"x": x})[0], "identity")
 
 
 def test_identity_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("identity"):
+    for vec, args, _, out in single_op_vectors("identity"):
         got = run_op("identity", {"x": vec.inputs[args["input"]]})[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
         checked += 1
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", _DTYPES, **_dt_id)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shapes", [((2, 3), (2, 3), (2, 3)), ((3, 1), (1, 4), ()), ((), (2, 2), (2, 1)),
                                     ((4,), (3, 1), (1,))], ids=str)
 def test_select_vs_onnxruntime(shapes, dt):
-    cond = _data(shapes[0], np.bool_, 1)
-    a, b = _data(shapes[1], dt, 2), _data(shapes[2], dt, 3)
+    cond = random_data(shapes[0], np.bool_, 1)
+    a, b = random_data(shapes[1], dt, 2), random_data(shapes[2], dt, 3)
     got = run_op("select", {"cond": np.asarray(cond), "a": np.asarray(a), "b": np.asarray(b)})[0]
     engine = "reference" if dt == np.bool_ else "ort"  # onnxruntime has no bool Where kernel
     want = run_onnx_node("Where", {"c": np.asarray(cond), "a": np.asarray(a), "b": np.asarray(b)}, engine=engine)[0]
-    _exact(got, want, f"select {shapes}")
+    assert_exact(got, want, f"select {shapes}")
 
 
 def test_select_special_values_vs_onnx_reference():
@@ -417,7 +384,7 @@ def test_select_special_values_vs_onnx_reference():
     ONNX reference evaluator is the oracle here)."""
     a = np.repeat(_SPECIAL[:, None], 6, 1)
     b = np.repeat(_SPECIAL[None, :], 6, 0)
-    cond = _data((6, 6), np.bool_, 4)
+    cond = random_data((6, 6), np.bool_, 4)
     got = run_op("select", {"cond": cond, "a": a, "b": b})[0]
     want = run_onnx_node("Where", {"c": cond, "a": a, "b": b}, engine="reference")[0]
     assert_close(got, want, what="select special")
@@ -455,7 +422,7 @@ def _nms_oracle(boxes, scores, iou, score_thr, max_boxes, per_class):
     thr = np.float32(score_thr if score_thr is not None else np.finfo(np.float32).min)
     sel = run_onnx_node("NonMaxSuppression", {"boxes": boxes.astype(np.float32), "scores": onnx_scores},
                         {"center_point_box": 1},
-                        initializers={"m": _i64([count]), "iou": np.array([iou], np.float32),
+                        initializers={"m": i64([count]), "iou": np.array([iou], np.float32),
                                       "thr": np.array([thr], np.float32)})[0]
     out = []
     for b in range(n):
@@ -468,7 +435,7 @@ def _nms_oracle(boxes, scores, iou, score_thr, max_boxes, per_class):
 @pytest.mark.parametrize("classes", [1, 4])
 @pytest.mark.parametrize("iou,score_thr,max_boxes", [(0.3, 0.2, 5), (0.0, 0.5, 20), (0.7, 0.0, 3), (1.0, 0.9, 30),
                                                      (0.5, 2.0, 4)], ids=str)
-@pytest.mark.parametrize("dt", [np.float32, np.float16], **_dt_id)
+@pytest.mark.parametrize("dt", [np.float32, np.float16], **DT_ID)
 def test_non_maximum_suppression_ios15_vs_onnxruntime(per_class, classes, iou, score_thr, max_boxes, dt):
     boxes, scores = _nms_inputs(2, 12, classes, seed=classes * 10 + int(per_class))
     boxes, scores = boxes.astype(dt), scores.astype(dt)

@@ -17,6 +17,7 @@ from tests.oracles import webnn_vectors
 from tests.oracles.onnx_oracle import run_onnx, run_onnx_node
 
 from .harness import run_op
+from .oracle_util import DT_ID, DTYPES, assert_exact, i32, i64, random_data, single_op_vectors
 
 ORACLE = {
     "reshape": "onnxruntime Reshape (allowzero=0) + WebNN reshape vectors",
@@ -32,39 +33,6 @@ ORACLE = {
 }
 
 _BIG = np.iinfo(np.int64).max
-_DTYPES = [np.float32, np.float16, np.int32, np.bool_]
-
-
-def _data(shape: tuple, dt: type, seed: int = 0) -> np.ndarray:
-    rng = np.random.default_rng(seed)
-    if dt == np.bool_:
-        return rng.integers(0, 2, shape).astype(bool)
-    if np.dtype(dt).kind in "iu":
-        info = np.iinfo(dt)
-        return rng.integers(max(info.min, -100), min(info.max, 100), shape).astype(dt)
-    return (rng.standard_normal(shape) * 10).astype(dt)
-
-
-def _i64(v) -> np.ndarray:
-    return np.asarray(v, np.int64)
-
-
-def _i32(v) -> np.ndarray:
-    """An int32 parameter array (a bare [] would become an fp32 constant)."""
-    return np.asarray(v, np.int32)
-
-
-def _exact(got: np.ndarray, want: np.ndarray, what: str = "") -> None:
-    assert got.shape == want.shape, f"{what}: shape {got.shape} != {want.shape}"
-    assert got.dtype == want.dtype, f"{what}: dtype {got.dtype} != {want.dtype}"
-    np.testing.assert_array_equal(got, want, err_msg=what)
-
-
-def _single_op_vectors(op: str):
-    for vec in webnn_vectors.load(op):
-        (node,) = vec.operators
-        args = {k: v for arg in node["arguments"] for k, v in arg.items()}
-        yield vec, args, args.get("options", {}), node["outputs"]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -83,22 +51,22 @@ _RESHAPES = [  # (input shape, MIL shape) where MIL's 0/-1 mean what ONNX allowz
 
 
 @pytest.mark.parametrize("opset", ["iOS15", "iOS17"])
-@pytest.mark.parametrize("dt", _DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,target", _RESHAPES, ids=str)
 def test_reshape_vs_onnxruntime(shape, target, dt, opset):
-    x = _data(shape, dt)
-    got = run_op("reshape", {"x": x}, {"shape": _i32(target)}, opset=opset)[0]
-    want = run_onnx_node("Reshape", {"x": x}, {"allowzero": 0}, initializers={"s": _i64(target)})[0]
-    _exact(got, want, f"reshape {shape} -> {target}")
+    x = random_data(shape, dt)
+    got = run_op("reshape", {"x": x}, {"shape": i32(target)}, opset=opset)[0]
+    want = run_onnx_node("Reshape", {"x": x}, {"allowzero": 0}, initializers={"s": i64(target)})[0]
+    assert_exact(got, want, f"reshape {shape} -> {target}")
 
 
-@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.int8, np.uint8, np.int16, np.uint16], **DT_ID)
 def test_reshape_ios17_dtypes_and_runtime_shape_vs_onnxruntime(dt):
-    x = _data((2, 3, 4), dt)
+    x = random_data((2, 3, 4), dt)
     shape = np.array([3, -1, 0], np.int16)
     got = run_op("reshape", {"x": x, "shape": shape}, opset="iOS17")[0]
     want = run_onnx_node("Reshape", {"x": x, "s": shape.astype(np.int64)})[0]
-    _exact(got, want, "reshape iOS17 run-time shape")
+    assert_exact(got, want, "reshape iOS17 run-time shape")
 
 
 @pytest.mark.parametrize("shape,target,expected_shape", [
@@ -109,16 +77,16 @@ def test_reshape_ios17_dtypes_and_runtime_shape_vs_onnxruntime(dt):
 def test_reshape_ios17_right_aligned_zeros(shape, target, expected_shape):
     """iOS17: each 0 copies the dim at the same position counted from the right (1 if none).
     The expected shape is the MIL doc's rule; the values come from onnxruntime's Reshape."""
-    x = _data(shape, np.float32)
+    x = random_data(shape, np.float32)
     got = run_op("reshape", {"x": x}, {"shape": target}, opset="iOS17")[0]
-    want = run_onnx_node("Reshape", {"x": x}, initializers={"s": _i64(expected_shape)})[0]
-    _exact(got, want, f"reshape iOS17 {shape} -> {target}")
+    want = run_onnx_node("Reshape", {"x": x}, initializers={"s": i64(expected_shape)})[0]
+    assert_exact(got, want, f"reshape iOS17 {shape} -> {target}")
 
 
 def test_reshape_vs_webnn_vectors():
     checked = 0
-    for vec, args, _, out in _single_op_vectors("reshape"):
-        got = run_op("reshape", {"x": vec.inputs[args["input"]]}, {"shape": _i32(args["newShape"])})[0]
+    for vec, args, _, out in single_op_vectors("reshape"):
+        got = run_op("reshape", {"x": vec.inputs[args["input"]]}, {"shape": i32(args["newShape"])})[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
         checked += 1
     assert checked > 0
@@ -126,7 +94,7 @@ def test_reshape_vs_webnn_vectors():
 
 @pytest.mark.parametrize("opset", ["iOS16", "iOS17"])
 def test_reshape_like_vs_onnxruntime(opset):
-    x = _data((2, 3, 4, 5), np.float32 if opset == "iOS16" else np.uint8)
+    x = random_data((2, 3, 4, 5), np.float32 if opset == "iOS16" else np.uint8)
     refs = [np.zeros((6, 7), np.int32), np.zeros((9, 4, 5), np.float16), np.zeros((2,), bool)]
     begins, ends, masks = (0, 1, 0), (1, 0, -1), (False, True, False)
     got = run_op("reshape_like", {"x": x, "ref_tensors": refs},
@@ -137,44 +105,44 @@ def test_reshape_like_vs_onnxruntime(opset):
              helper.make_node("Concat", ["p0", "p1", "p2"], ["shape"], axis=0),
              helper.make_node("Reshape", ["x", "shape"], ["out"])]
     want = run_onnx(nodes, {"x": x, "r0": refs[0], "r1": refs[1], "r2": refs[2]}, ["out"])[0]
-    _exact(got, want, "reshape_like")
+    assert_exact(got, want, "reshape_like")
 
 
 # ---------------------------------------------------------------------------------------------
 # transpose, squeeze, expand_dims
 
 
-@pytest.mark.parametrize("dt", _DTYPES + [np.int8, np.uint16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES + [np.int8, np.uint16], **DT_ID)
 @pytest.mark.parametrize("shape,perm", [((2, 3, 4), [2, 0, 1]), ((2, 3, 4, 1), [-1, 0, -2, 1]), ((5,), [0]),
                                         ((0, 3), [1, 0])], ids=str)
 def test_transpose_vs_onnxruntime(shape, perm, dt):
-    x = _data(shape, dt)
+    x = random_data(shape, dt)
     opset = "iOS17" if dt in (np.int8, np.uint16) else "iOS15"
     got = run_op("transpose", {"x": x}, {"perm": perm}, opset=opset)[0]
     want = run_onnx_node("Transpose", {"x": x}, {"perm": [p % len(shape) for p in perm]})[0]
-    _exact(got, want, f"transpose {perm}")
+    assert_exact(got, want, f"transpose {perm}")
 
 
 def test_transpose_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("transpose"):
+    for vec, args, opts, out in single_op_vectors("transpose"):
         x = vec.inputs[args["input"]]
         perm = opts.get("permutation", list(range(x.ndim))[::-1])
-        got = run_op("transpose", {"x": x}, {"perm": _i32(perm)})[0]
+        got = run_op("transpose", {"x": x}, {"perm": i32(perm)})[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
         checked += 1
     assert checked > 0
 
 
-@pytest.mark.parametrize("dt", _DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,axes", [((1, 3, 1, 2), None), ((1, 3, 1, 2), [0, -2]), ((1, 1), None),
                                         ((3, 1), [1]), ((1, 0, 1), None)], ids=str)
 def test_squeeze_vs_onnxruntime(shape, axes, dt):
-    x = _data(shape, dt)
+    x = random_data(shape, dt)
     got = run_op("squeeze", {"x": x}, {} if axes is None else {"axes": axes})[0]
-    inits = {} if axes is None else {"axes": _i64(axes)}
+    inits = {} if axes is None else {"axes": i64(axes)}
     want = run_onnx_node("Squeeze", {"x": x}, initializers=inits)[0]
-    _exact(got, want, f"squeeze {axes}")
+    assert_exact(got, want, f"squeeze {axes}")
 
 
 @pytest.mark.parametrize("shape,axes", [((2, 1, 3), [0, 1]), ((2, 1, 3, 1), [0, 1, 2, -1]), ((4, 5), [1])], ids=str)
@@ -182,20 +150,20 @@ def test_squeeze_ignores_non_unit_axes_like_torch(shape, axes):
     """The MIL doc: squeezing a dim that is not 1 is ignored, following PyTorch."""
     import torch
 
-    x = _data(shape, np.float32)
+    x = random_data(shape, np.float32)
     got = run_op("squeeze", {"x": x}, {"axes": axes})[0]
     want = torch.squeeze(torch.from_numpy(x), dim=tuple(axes)).numpy()
-    _exact(got, want, f"squeeze {axes}")
+    assert_exact(got, want, f"squeeze {axes}")
 
 
-@pytest.mark.parametrize("dt", _DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("shape,axes", [((2, 3), [0]), ((2, 3), [-1, 0]), ((2, 3), [1, -1, 0]), ((), [0, -1])],
                          ids=str)
 def test_expand_dims_vs_onnxruntime(shape, axes, dt):
-    x = _data(shape, dt)
+    x = random_data(shape, dt)
     got = run_op("expand_dims", {"x": x}, {"axes": axes})[0]
-    want = run_onnx_node("Unsqueeze", {"x": x}, initializers={"axes": _i64(axes)})[0]
-    _exact(got, want, f"expand_dims {axes}")
+    want = run_onnx_node("Unsqueeze", {"x": x}, initializers={"axes": i64(axes)})[0]
+    assert_exact(got, want, f"expand_dims {axes}")
 
 
 # ---------------------------------------------------------------------------------------------
@@ -235,9 +203,9 @@ def _onnx_slice(x: np.ndarray, begin, end, stride, begin_mask, end_mask, squeeze
     squeezed = [i for i in range(rank) if sm[i]]
     nodes = [helper.make_node("Slice", ["x", "b", "e", "a", "s"], ["y"]),
              helper.make_node("Squeeze", ["y", "sq"], ["out"]) if squeezed else helper.make_node("Identity", ["y"], ["out"])]
-    inits = {"b": _i64(starts), "e": _i64(ends), "a": _i64(range(rank)), "s": _i64(steps)}
+    inits = {"b": i64(starts), "e": i64(ends), "a": i64(range(rank)), "s": i64(steps)}
     if squeezed:
-        inits["sq"] = _i64(squeezed)
+        inits["sq"] = i64(squeezed)
     return run_onnx(nodes, {"x": x}, ["out"], inits)[0]
 
 
@@ -249,45 +217,45 @@ def _slice_params(begin, end, stride, bm, em, sm) -> dict:
     return p
 
 
-@pytest.mark.parametrize("dt", _DTYPES, ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES, **DT_ID)
 @pytest.mark.parametrize("spec", _SLICES, ids=lambda s: str(s[:3]))
 def test_slice_by_index_vs_onnxruntime(spec, dt):
-    x = _data((4, 5, 6), dt)
+    x = random_data((4, 5, 6), dt)
     got = run_op("slice_by_index", {"x": x}, _slice_params(*spec))[0]
-    _exact(got, _onnx_slice(x, *spec), f"slice_by_index {spec}")
+    assert_exact(got, _onnx_slice(x, *spec), f"slice_by_index {spec}")
 
 
-@pytest.mark.parametrize("index_dt", [np.int8, np.int16, np.int32], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("index_dt", [np.int8, np.int16, np.int32], **DT_ID)
 def test_slice_by_index_ios17_runtime_bounds_vs_onnxruntime(index_dt):
-    x = _data((4, 5, 6), np.uint8)
+    x = random_data((4, 5, 6), np.uint8)
     begin, end = np.array([-1, 1, 0], index_dt), np.array([0, 5, 6], index_dt)
     got = run_op("slice_by_index", {"x": x, "begin": begin, "end": end},
                  {"stride": np.array([-2, 2, 3], index_dt)}, opset="iOS17")[0]
-    _exact(got, _onnx_slice(x, [-1, 1, 0], [0, 5, 6], [-2, 2, 3], None, None, None), "slice iOS17")
+    assert_exact(got, _onnx_slice(x, [-1, 1, 0], [0, 5, 6], [-2, 2, 3], None, None, None), "slice iOS17")
 
 
 @pytest.mark.parametrize("begin,size", [([1, 0, 2], [2, -1, 3]), ([-2, 4, 0], [1, 1, -1]), ([0, 0, 0], [0, 5, 6]),
                                         ([3, 0, 5], [1, 5, 1])], ids=str)
 @pytest.mark.parametrize("runtime", [False, True], ids=["const", "runtime"])
 def test_slice_by_size_vs_onnxruntime(begin, size, runtime):
-    x = _data((4, 5, 6), np.float32)
+    x = random_data((4, 5, 6), np.float32)
     b, s = np.array(begin, np.int32), np.array(size, np.int32)
     inputs, params = ({"x": x, "begin": b, "size": s}, {}) if runtime else ({"x": x}, {"begin": b, "size": s})
     got = run_op("slice_by_size", inputs, params)[0]
     ends = [_BIG if n == -1 else (bb if bb >= 0 else bb + d) + n for bb, n, d in zip(begin, size, x.shape)]
-    want = run_onnx_node("Slice", {"x": x}, initializers={"b": _i64(begin), "e": _i64(ends)})[0]
-    _exact(got, want, f"slice_by_size {begin} {size}")
+    want = run_onnx_node("Slice", {"x": x}, initializers={"b": i64(begin), "e": i64(ends)})[0]
+    assert_exact(got, want, f"slice_by_size {begin} {size}")
 
 
 def test_slice_by_index_and_slice_by_size_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("slice"):
+    for vec, args, opts, out in single_op_vectors("slice"):
         x = vec.inputs[args["input"]]
         starts, sizes = list(args["starts"]), list(args["sizes"])
         strides = opts.get("strides")
         want = vec.expected[out]
         ends = [b + n for b, n in zip(starts, sizes)]
-        params = {"begin": _i32(starts), "end": _i32(ends), **({"stride": _i32(strides)} if strides else {})}
+        params = {"begin": i32(starts), "end": i32(ends), **({"stride": i32(strides)} if strides else {})}
         got = run_op("slice_by_index", {"x": x}, params)[0]
         webnn_vectors.assert_ulp(got, want, 0, what=f"slice_by_index {vec.name}")
         if not strides and x.ndim:
@@ -306,40 +274,40 @@ def _onnx_slice_update(x: np.ndarray, update: np.ndarray, spec) -> np.ndarray:
              helper.make_node("ScatterElements", ["xf", "pos", "uf"], ["yf"], axis=0),
              helper.make_node("Reshape", ["yf", "shape"], ["out"])]
     return run_onnx(nodes, {"x": x, "u": update}, ["out"],
-                    {"flat": _i64([-1]), "pos": pos, "shape": _i64(x.shape)})[0]
+                    {"flat": i64([-1]), "pos": pos, "shape": i64(x.shape)})[0]
 
 
-@pytest.mark.parametrize("dt", _DTYPES + [np.int16], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES + [np.int16], **DT_ID)
 @pytest.mark.parametrize("spec", [s for s in _SLICES if s[5] is None or not all(s[5])], ids=lambda s: str(s[:3]))
 def test_slice_update_vs_onnxruntime(spec, dt):
-    x = _data((4, 5, 6), dt, seed=1)
+    x = random_data((4, 5, 6), dt, seed=1)
     shape = _onnx_slice(x, *spec).shape
-    update = _data(shape, dt, seed=2)
+    update = random_data(shape, dt, seed=2)
     got = run_op("slice_update", {"x": x, "update": update}, _slice_params(*spec), opset="iOS18")[0]
-    _exact(got, _onnx_slice_update(x, update, spec), f"slice_update {spec}")
+    assert_exact(got, _onnx_slice_update(x, update, spec), f"slice_update {spec}")
 
 
 # ---------------------------------------------------------------------------------------------
 # reverse, reverse_sequence
 
 
-@pytest.mark.parametrize("dt", _DTYPES + [np.uint8], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", DTYPES + [np.uint8], **DT_ID)
 @pytest.mark.parametrize("axes", [None, [0], [-1, 1], []], ids=str)
 def test_reverse_vs_torch(axes, dt):
     import torch
 
-    x = _data((2, 3, 4), dt)
-    got = run_op("reverse", {"x": x}, {} if axes is None else {"axes": _i32(axes)},
+    x = random_data((2, 3, 4), dt)
+    got = run_op("reverse", {"x": x}, {} if axes is None else {"axes": i32(axes)},
                  opset="iOS17" if dt == np.uint8 else "iOS15")[0]
     dims = range(x.ndim) if axes is None else axes
     want = torch.flip(torch.from_numpy(x), dims=list(dims)).numpy()
-    _exact(got, want, f"reverse {axes}")
+    assert_exact(got, want, f"reverse {axes}")
 
 
 def test_reverse_vs_webnn_vectors():
     checked = 0
-    for vec, args, opts, out in _single_op_vectors("reverse"):
-        params = {"axes": _i32(opts["axes"])} if "axes" in opts else {}
+    for vec, args, opts, out in single_op_vectors("reverse"):
+        params = {"axes": i32(opts["axes"])} if "axes" in opts else {}
         got = run_op("reverse", {"x": vec.inputs[args["input"]]}, params)[0]
         webnn_vectors.assert_ulp(got, vec.expected[out], 0, what=vec.name)
         checked += 1
@@ -347,9 +315,9 @@ def test_reverse_vs_webnn_vectors():
 
 
 @pytest.mark.parametrize("seq_axis,batch_axis", [(1, 0), (0, 1), (2, 0), (-1, 1), (0, 2)], ids=str)
-@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32, np.bool_], ids=lambda d: np.dtype(d).name)
+@pytest.mark.parametrize("dt", [np.float32, np.float16, np.int32, np.bool_], **DT_ID)
 def test_reverse_sequence_vs_onnxruntime(seq_axis, batch_axis, dt):
-    x = _data((3, 4, 5), dt)
+    x = random_data((3, 4, 5), dt)
     rank = x.ndim
     seq, batch = seq_axis % rank, batch_axis % rank
     rng = np.random.default_rng(seq * 3 + batch)
@@ -364,16 +332,16 @@ def test_reverse_sequence_vs_onnxruntime(seq_axis, batch_axis, dt):
              helper.make_node("ReverseSequence", ["xt", "len"], ["yt"], batch_axis=0, time_axis=1),
              helper.make_node("Transpose", ["yt"], ["out"], perm=[int(i) for i in inverse])]
     want = run_onnx(nodes, {"x": x}, ["out"], {"len": lengths.astype(np.int64)})[0]
-    _exact(got, want, f"reverse_sequence seq={seq_axis} batch={batch_axis}")
+    assert_exact(got, want, f"reverse_sequence seq={seq_axis} batch={batch_axis}")
 
 
 def test_reverse_sequence_ios17_int8_lengths_vs_onnxruntime():
-    x = _data((4, 3), np.int16)
+    x = random_data((4, 3), np.int16)
     lengths = np.array([2, 0, 4], np.int8)
     got = run_op("reverse_sequence", {"x": x, "lengths": lengths}, {"seq_axis": 0, "batch_axis": 1}, opset="iOS17")[0]
     want = run_onnx_node("ReverseSequence", {"x": x}, {"batch_axis": 1, "time_axis": 0},
                          initializers={"len": lengths.astype(np.int64)})[0]
-    _exact(got, want, "reverse_sequence iOS17")
+    assert_exact(got, want, "reverse_sequence iOS17")
 
 
 def test_slice_by_index_out_of_range_squeeze_index_is_an_error():
@@ -416,11 +384,11 @@ def _fresh(d) -> bool:
 ], ids=str)
 def test_reshape_symbolic_inference(x_shape, target, opset, want):
     """-1 cancels the symbols both sides share; iOS17 0s copy dims counted from the right."""
-    assert _infer("reshape", tensor("fp32", x_shape), {"shape": _i32(target)}, opset).shape == want
+    assert _infer("reshape", tensor("fp32", x_shape), {"shape": i32(target)}, opset).shape == want
 
 
 def test_reshape_symbolic_inference_unknown_size_is_fresh():
-    (d,) = _infer("reshape", tensor("fp32", (_S, _T)), {"shape": _i32([-1])}).shape
+    (d,) = _infer("reshape", tensor("fp32", (_S, _T)), {"shape": i32([-1])}).shape
     assert _fresh(d)
 
 
@@ -444,7 +412,7 @@ def test_reshape_runtime_shape_gives_rank_from_its_length():
 ], ids=str)
 def test_slice_by_index_symbolic_inference(dim, begin, end, stride, want):
     t = _infer("slice_by_index", tensor("fp32", (dim, 2)),
-               {"begin": _i32([begin, 0]), "end": _i32([end, 2]), "stride": _i32([stride, 1])})
+               {"begin": i32([begin, 0]), "end": i32([end, 2]), "stride": i32([stride, 1])})
     assert t.shape[1] == 2
     assert _fresh(t.shape[0]) if want == "fresh" else t.shape[0] == want
 
@@ -452,9 +420,9 @@ def test_slice_by_index_symbolic_inference(dim, begin, end, stride, want):
 def test_squeeze_keeps_symbolic_dims():
     """A symbolic dim is assumed not to be 1 (as coremltools assumes), so the rank is fixed."""
     assert _infer("squeeze", tensor("fp32", (_S, 1, _T)), {}).shape == (_S, _T)
-    assert _infer("squeeze", tensor("fp32", (_S, 1)), {"axes": _i32([0, 1])}).shape == (_S,)
+    assert _infer("squeeze", tensor("fp32", (_S, 1)), {"axes": i32([0, 1])}).shape == (_S,)
 
 
 def test_slice_by_size_symbolic_inference():
-    t = _infer("slice_by_size", tensor("fp32", (_S, 5)), {"begin": _i32([0, 1]), "size": _i32([-1, 3])})
+    t = _infer("slice_by_size", tensor("fp32", (_S, 5)), {"begin": i32([0, 1]), "size": i32([-1, 3])})
     assert t.shape == (_S, 3)
