@@ -255,20 +255,23 @@ def test_bias_nd_rank5_input(tmp_path: Path) -> None:
 
 def test_bias_linear_quantized(tmp_path: Path) -> None:
     """8-bit linear quantization, one scale for the tensor: w = scale * q + bias (WeightParams).
-    The compression is kept (an iOS16 constexpr op) and decodes to the formula."""
-    q = RNG.integers(0, 256, 60).astype(np.uint8)
-    nn = builder({"x": (3, 4, 5)}, nd=True)
-    nn.add_bias("b", rand(3, 4, 5), "x", "y", shape_bias=[3, 4, 5])
-    wp = nn.spec.neuralNetwork.layers[0].bias.bias
-    del wp.floatValue[:]
-    wp.rawValue = q.tobytes()
-    wp.quantization.numberOfBits = 8
-    wp.quantization.linearQuantization.scale.append(0.03125)
-    wp.quantization.linearQuantization.bias.append(-2.0)
-    feeds = {"x": rand(3, 4, 5)}
-    outs, prog = convert_and_run(nn.spec, feeds, tmp_path)
-    assert prog.main.opset == "iOS16" and any(op.type.startswith("constexpr_") for op in prog.walk())
-    close(outs["y"], feeds["x"] + (0.03125 * q.astype(np.float64) - 2.0).reshape(3, 4, 5))
+    The compression is kept (an iOS16 constexpr op, for tensors of >= 2048 elements) and decodes to
+    the formula; a small tensor is stored dequantized (compressing it would save nothing)."""
+    for shape, compressed in (((16, 16, 16), True), ((3, 4, 5), False)):
+        q = RNG.integers(0, 256, int(np.prod(shape))).astype(np.uint8)
+        nn = builder({"x": shape}, nd=True)
+        nn.add_bias("b", rand(*shape), "x", "y", shape_bias=list(shape))
+        wp = nn.spec.neuralNetwork.layers[0].bias.bias
+        del wp.floatValue[:]
+        wp.rawValue = q.tobytes()
+        wp.quantization.numberOfBits = 8
+        wp.quantization.linearQuantization.scale.append(0.03125)
+        wp.quantization.linearQuantization.bias.append(-2.0)
+        feeds = {"x": rand(*shape)}
+        outs, prog = convert_and_run(nn.spec, feeds, tmp_path)
+        assert prog.main.opset == "iOS16"
+        assert any(op.type.startswith("constexpr_") for op in prog.walk()) == compressed
+        close(outs["y"], feeds["x"] + (0.03125 * q.astype(np.float64) - 2.0).reshape(shape))
 
 
 def test_load_constant_nd_lookup_table(tmp_path: Path) -> None:

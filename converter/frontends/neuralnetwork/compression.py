@@ -6,7 +6,10 @@
 - linear with one scale/bias for the whole tensor (any bit width): a lookup table of the
   ``2**bits`` values ``scale*q + bias`` (exact: the same fp32 products the dense form has);
 - anything else (per-channel linear with a fractional zero point): stored dequantized, with a note.
-When compression is not kept (option, or an opset before iOS16), weights are dequantized.
+When compression is not kept (option, or an opset before iOS16), weights are dequantized; so are
+tensors under ``MIN_COMPRESSED_ELEMENTS`` (coremltools' own threshold): compressing a bias saves
+nothing, and ops that need a bias's value at compile time (conv_transpose before iOS17) cannot
+take a constexpr one.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ if TYPE_CHECKING:
     from .context import LayerContext
 
 _LUT_BITS = (1, 2, 4, 6, 8)
+MIN_COMPRESSED_ELEMENTS = 2048
 
 
 def _lut_value(ctx: LayerContext, codes: np.ndarray, lut: np.ndarray, nbits: int, shape: tuple[int, ...],
@@ -42,7 +46,8 @@ def _lut_value(ctx: LayerContext, codes: np.ndarray, lut: np.ndarray, nbits: int
 
 def compressed_weight(ctx: LayerContext, w: Weight, name: str, dtype: str) -> Value:
     dense_fallback = not ctx.state.options.keep_compression or opset_index(ctx.b.opset) < opset_index("iOS16")
-    if dtype != "fp32" or w.codes is None or dense_fallback or w.codes.dtype != np.uint8:
+    small = w.codes is not None and w.codes.size < MIN_COMPRESSED_ELEMENTS
+    if dtype != "fp32" or w.codes is None or dense_fallback or small or w.codes.dtype != np.uint8:
         return ctx.b.const(w.decompressed(), "fp32", name=name)
     shape = w.shape
     if w.lut is not None:
