@@ -4,7 +4,9 @@ Inputs: multiArrays in the shape the model description declares (a rank-5 model 
 full [Seq, Batch, C, H, W] form with Seq = Batch = 1, or any shape with the same elements in order
 when only leading 1s differ), any numeric dtype (cast to the declared one); images as H x W x 3
 uint8 RGB arrays (H x W for grayscale), turned into the [1, C, H, W] tensor Core ML builds from a
-pixel buffer, in BGR order when the model says BGR. Outputs: a classifier's probabilities are a
+pixel buffer, in BGR order when the model says BGR. An optional multiArray input left out takes its
+declared default value (0 unless the model says otherwise), as Core ML does (NeuralNetwork models
+mark the initial states of recurrent layers optional). Outputs: a classifier's probabilities are a
 dict {label: probability} in class-label order.
 """
 
@@ -62,14 +64,33 @@ def _fit_shape(x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
     raise EvaluationError(f"input '{name}': shape {list(x.shape)} does not fit the declared shape {shown}")
 
 
+def _optional_default(name: str, ft: Any, t: TensorType) -> np.ndarray:
+    """The value Core ML gives an optional multiArray input the app leaves out: the declared default
+    (``defaultOptionalValue``, spec 5+) or 0, in the declared shape (flexible dims: the default shape)."""
+    arr = ft.multiArrayType
+    which = arr.WhichOneof("defaultOptionalValue")
+    value = getattr(arr, which) if which else 0
+    declared = [int(d) for d in arr.shape]
+    shape = t.shape or ()
+    if len(declared) == len(shape):
+        shape = [int(d) if is_static_dim(d) else n for d, n in zip(shape, declared)]
+    if not all(is_static_dim(d) for d in shape):
+        raise EvaluationError(f"input '{name}' is optional but has no default shape; feed it")
+    return np.full([int(d) for d in shape], value, dtype=t.dtype.storage)
+
+
 def adapt_feeds(fn: Function, feeds: Mapping[str, Any]) -> dict[str, Any]:
     out: dict[str, Any] = dict(feeds)
     for v in fn.inputs:
-        if v.name not in feeds or not isinstance(v.type, TensorType):
+        if not isinstance(v.type, TensorType):
             continue
-        x = feeds[v.name]
         info = fn.input_info.get(v.name)
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
+        if v.name not in feeds:
+            if ft is not None and ft.isOptional and desc.feature_kind(ft) == "multiArrayType":
+                out[v.name] = _optional_default(v.name, ft, v.type)
+            continue
+        x = feeds[v.name]
         if ft is not None and desc.feature_kind(ft) == "imageType":
             arr = np.asarray(x)
             if arr.dtype == np.uint8 or (arr.ndim in (2, 3) and arr.ndim != len(v.type.shape or ())):

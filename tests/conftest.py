@@ -7,6 +7,9 @@ from pathlib import Path
 
 import pytest
 
+# Records the layer kinds of every NeuralNetwork model the tests load (tests/nn_models/coverage.py).
+pytest_plugins = ["tests.nn_models.coverage"]
+
 REPO = Path(__file__).resolve().parents[1]
 SHARED = Path(os.environ.get("CONVERTER_SHARED", REPO.parent / "shared"))
 MODELS = SHARED / "data" / "models"

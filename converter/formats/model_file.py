@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import mmap
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -14,7 +17,8 @@ from ..ir.types import TensorType, is_static_shape
 from .atomic import atomic_write_bytes
 from .blob import BlobReader
 from .package import MLPackage, is_mlpackage, read_package
-from .proto import Model_pb2
+from .proto import Model_pb2, NeuralNetwork_pb2
+from .protowire import WireError, split_payloads
 
 
 @dataclass
@@ -26,6 +30,9 @@ class ModelFile:
     package: MLPackage | None = None
     _readers: dict[Path, BlobReader] = field(default_factory=dict, repr=False)
     _resolved: dict[str, Path] = field(default_factory=dict, repr=False)  # blob file name -> checked path
+    # NeuralNetwork weights left in the mapped file: (WeightParams field number, bytes), by the index
+    # that the marker in the WeightParams holds (see protowire; weights.decode reads them)
+    payloads: list[tuple[int, memoryview]] = field(default_factory=list, repr=False)
 
     @property
     def model_path(self) -> Path:
@@ -66,8 +73,37 @@ def parse_model_bytes(data: bytes, path: Path) -> Model_pb2.Model:
     return model
 
 
+# WeightParams fields whose bytes stay in the mapped file: floatValue (packed fp32) and float16Value,
+# when large enough to matter. Weights are then views of the file: parsing copies only the rest.
+_WEIGHT_PARAMS = NeuralNetwork_pb2.WeightParams.DESCRIPTOR
+_PAYLOAD_MIN_BYTES = 4096
+
+
+def _is_weight_payload(descriptor: object, number: int, length: int) -> bool:
+    return descriptor is _WEIGHT_PARAMS and length >= _PAYLOAD_MIN_BYTES and (
+        (number == 1 and length % 4 == 0) or (number == 2 and length % 2 == 0))
+
+
+def _read_bare(f: BinaryIO, path: Path) -> ModelFile:
+    """The model without its large weights, which stay in the file, mapped (views, not copies)."""
+    st = os.fstat(f.fileno())
+    if not stat.S_ISREG(st.st_mode):  # a pipe or device: no positioned reads, no mapping
+        return ModelFile(path, parse_model_bytes(f.read(), path))
+    size = st.st_size
+    try:
+        skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload)
+    except WireError:  # not well-formed: let protobuf's parser say what is wrong
+        return ModelFile(path, parse_model_bytes(f.read(), path))
+    model = parse_model_bytes(skeleton, path)
+    if not found:
+        return ModelFile(path, model)
+    view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+    return ModelFile(path, model, payloads=[(number, view[start:start + n]) for number, start, n in found])
+
+
 def read_model_file(path: str | os.PathLike) -> ModelFile:
-    """Parse a ``.mlmodel`` file or an ``.mlpackage`` directory (weights stay on disk, mapped)."""
+    """Parse a ``.mlmodel`` file or an ``.mlpackage`` directory (weights stay on disk, mapped: the
+    blob files of a package, and the large NeuralNetwork weights of a bare file)."""
     p = Path(path)
     if not p.exists():
         raise FormatError("no such file or directory", file=str(p))
@@ -77,10 +113,10 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
         pkg = read_package(p)
         return ModelFile(p, parse_model_bytes(pkg.read_model_bytes(), pkg.model_path), pkg)
     try:
-        data = p.read_bytes()
+        with open(p, "rb") as f:
+            return _read_bare(f, p)
     except OSError as e:
         raise FormatError(f"cannot read: {e.strerror}", file=str(p)) from None
-    return ModelFile(p, parse_model_bytes(data, p))
 
 
 def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False) -> None:

@@ -98,8 +98,9 @@ class LayerContext:
 
     def weight_data(self, wp: NeuralNetwork_pb2.WeightParams, shape: Sequence[int], what: str,
                     *, axis: int = 0) -> wmod.Weight:
+        payloads = getattr(getattr(self.converter, "mf", None), "payloads", ())
         try:
-            return wmod.decode(wp, tuple(int(s) for s in shape), axis=axis)
+            return wmod.decode(wp, tuple(int(s) for s in shape), axis=axis, payloads=payloads)
         except wmod.WeightError as e:
             raise self.fail(f"{what}: {e}", field=what) from None
 
@@ -118,7 +119,8 @@ class LayerContext:
             if w.dense.dtype == np.float16 and dtype == "fp32":
                 stored = self.b.const(w.dense, "fp16", name=f"{name}_fp16")
                 return self.b.cast(x=stored, dtype="fp32", name=name)
-            return self.b.const(w.dense.astype(np.dtype(dtype if dtype != "fp32" else np.float32)), dtype, name=name)
+            return self.b.const(w.dense.astype(np.dtype(dtype if dtype != "fp32" else np.float32), copy=False), dtype,
+                                name=name)
         from .compression import compressed_weight  # local: only models with quantized weights need it
 
         return compressed_weight(self, w, name, dtype)

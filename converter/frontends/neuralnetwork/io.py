@@ -5,7 +5,7 @@ which the runtime computes in fp32 anyway), images arrive as [C, H, W] in the mo
 and go through the network's preprocessing (scaler, mean image). With legacy rank-5 mapping
 (spec <= 3, or RANK5_ARRAY_MAPPING) a declared [C] becomes [1, 1, C, 1, 1] and [C, H, W] becomes
 [1, 1, C, H, W]; a sequence input is [Seq, 1, C, 1, 1]. Outputs go back to the declared shape
-and dtype.
+and dtype (image outputs to [1, C, H, W]).
 """
 
 from __future__ import annotations
@@ -83,6 +83,8 @@ def from_network(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType | None, 
                  out_dtype: str, name: str) -> Value:
     """A network tensor -> the declared output form (shape and dtype)."""
     t = v.type
+    if isinstance(t, TensorType) and ft is not None and desc.feature_kind(ft) == "imageType":
+        return _image_output(b, v, ft, name)
     if not isinstance(t, TensorType) or ft is None or desc.feature_kind(ft) != "multiArrayType":
         return v
     declared = [int(d) for d in ft.multiArrayType.shape]
@@ -99,6 +101,21 @@ def from_network(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType | None, 
                 v = b.squeeze(x=v, axes=squeezable, name=f"{name}_declared")
     if v.type.dtype.name != out_dtype:
         v = b.cast(x=v, dtype=out_dtype, name=f"{name}_{out_dtype}")
+    return v
+
+
+def _image_output(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, name: str) -> Value:
+    """An image output in the [1, C, H, W] form an image feature has (the layers produce
+    [1, 1, C, H, W] in rank-5 networks, [C, H, W] or [1, C, H, W] in ND ones), so that the
+    converted model still declares an image output."""
+    shape = v.type.shape
+    if shape is not None and len(shape) == 5 and all(is_static_dim(d) and int(d) == 1 for d in shape[:2]):
+        v = b.squeeze(x=v, axes=[0], name=f"{name}_image")
+    elif shape is not None and len(shape) == 3:
+        v = b.expand_dims(x=v, axes=[0], name=f"{name}_image")
+    want = "fp16" if ft.imageType.colorSpace == desc.IMAGE.GRAYSCALE_FLOAT16 else "fp32"
+    if v.type.dtype.name != want:
+        v = b.cast(x=v, dtype=want, name=f"{name}_{want}")
     return v
 
 

@@ -273,12 +273,15 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     for f in d.input:
         t = _input_type(f, f.name in seq, conv.notes, file)
         features[f.name] = fn.block.new_input(f.name, t)
-        fn.input_info[f.name] = FeatureInfo(f.name, f.type.SerializeToString(), f.shortDescription)
+        fn.input_info[f.name] = FeatureInfo(f.name, _described_input(f.type, t), f.shortDescription)
     b = Builder(fn.block)
     for m in models:
         conv.convert_network(m, features, b)
     outs = []
     for f in d.output:
+        if f.name in fn.output_info:  # a program output has one name: keep the first declaration
+            conv.notes.append(f"output '{f.name}' is declared more than once; the converted model declares it once")
+            continue
         v = features.get(f.name)
         if v is None:
             raise FormatError(f"model output '{f.name}' is not produced", file=file, field="description.output")
@@ -298,6 +301,17 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     return prog
 
 
+def _described_input(ft: Any, t: Type) -> bytes:
+    """The input's feature type as the converted program takes it: a DOUBLE array becomes FLOAT32
+    (see ``_input_type``); everything else (optional flag and default, flexibility) is kept, so
+    that a backend writing the description keeps it too."""
+    if (ft.WhichOneof("Type") == "multiArrayType" and isinstance(t, TensorType) and t.dtype.name == "fp32"
+            and ft.multiArrayType.dataType == desc.ARRAY_DTYPE.DOUBLE):
+        ft = type(ft).FromString(ft.SerializeToString())
+        ft.multiArrayType.dataType = desc.ARRAY_DTYPE.FLOAT32
+    return ft.SerializeToString()
+
+
 def _symbols(t: Type) -> list[Symbol]:
     return t.symbols() if isinstance(t, TensorType) else []
 
@@ -313,6 +327,7 @@ def _named_output(b: Builder, v: Value, name: str, fn: Function) -> Value:
         return v
     if holder is not None and not holder.is_block_input:
         holder.name = b.names.unique(f"{name}_inner")
+        b.names.taken.discard(name)  # the name is free again: the identity below takes it
     out = b.identity(x=v, name=name if holder is None or not holder.is_block_input else f"{name}_out")
     return out
 

@@ -5,16 +5,23 @@ Encodings (one per WeightParams): ``floatValue`` (fp32), ``float16Value`` (fp16 
 packed most-significant bit first, 1 <= n <= 8) and ``int8RawValue`` (int8 codes). Quantization is
 linear (``w = scale[c] * q + bias[c]``, per output channel or per tensor) or a lookup table
 (``w = lut[q]``). ``Weight`` describes the decoded data; the context turns it into IR values (a
-const, or a constexpr_* op when the target can hold the compressed form).
+const, or a constexpr_* op when the target can hold the compressed form). Large ``floatValue`` /
+``float16Value`` weights of a model file are views of the mapped file, not copies (the reader
+leaves them out of the parsed message: formats/protowire.py).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ...formats.proto import NeuralNetwork_pb2
+from ...formats.protowire import payload_indices
+
+# WeightParams field numbers of the encodings a reader may leave in the mapped file (model_file.py)
+_EXTERNAL_KINDS = {1: "floatValue", 2: "float16Value"}
 
 
 class WeightError(Exception):
@@ -39,9 +46,9 @@ class Weight:
         return self.codes is not None
 
     def decompressed(self, dtype: type = np.float32) -> np.ndarray:
-        """The weights as a dense array of ``dtype`` (fp32 by default)."""
+        """The weights as a dense, writable array of ``dtype`` (fp32 by default)."""
         if self.dense is not None:
-            return self.dense.astype(dtype, copy=False)
+            return self.dense.astype(dtype, copy=not self.dense.flags.writeable)
         assert self.codes is not None
         if self.lut is not None:
             return self.lut[self.codes.astype(np.int64)].reshape(self.shape).astype(dtype)
@@ -67,14 +74,27 @@ def unpack_msb_first(data: bytes, nbits: int, count: int) -> np.ndarray:
     return (groups * weights).sum(axis=1).astype(np.uint8)
 
 
-def decode(wp: NeuralNetwork_pb2.WeightParams, shape: tuple[int, ...], *, axis: int = 0) -> Weight:
-    """Decode ``wp`` holding ``prod(shape)`` weights; raises WeightError on any inconsistency."""
+def _external(wp: NeuralNetwork_pb2.WeightParams, payloads: Sequence[tuple[int, memoryview]]) -> dict[str, memoryview]:
+    """{encoding: bytes} of the values the reader left in the mapped file (views, not copies)."""
+    out = {}
+    for i in payload_indices(wp):
+        if i >= len(payloads) or payloads[i][0] not in _EXTERNAL_KINDS:
+            raise WeightError(f"refers to weight payload {i}, which the model file does not hold")
+        out[_EXTERNAL_KINDS[payloads[i][0]]] = payloads[i][1]
+    return out
+
+
+def decode(wp: NeuralNetwork_pb2.WeightParams, shape: tuple[int, ...], *, axis: int = 0,
+           payloads: Sequence[tuple[int, memoryview]] = ()) -> Weight:
+    """Decode ``wp`` holding ``prod(shape)`` weights; raises WeightError on any inconsistency.
+    ``payloads``: the model file's weights kept out of the parsed message (``ModelFile.payloads``)."""
     shape = tuple(int(s) for s in shape)
     count = int(np.prod(shape)) if shape else 1
     q = wp.quantization if wp.HasField("quantization") else None
+    external = _external(wp, payloads)
     kinds = [k for k, present in (("floatValue", len(wp.floatValue) > 0), ("float16Value", len(wp.float16Value) > 0),
                                   ("rawValue", len(wp.rawValue) > 0), ("int8RawValue", len(wp.int8RawValue) > 0))
-             if present]
+             if present or k in external]
     if len(kinds) > 1:
         raise WeightError(f"weights are set in several encodings at once: {', '.join(kinds)}")
     if not kinds:
@@ -83,12 +103,14 @@ def decode(wp: NeuralNetwork_pb2.WeightParams, shape: tuple[int, ...], *, axis: 
         raise WeightError(f"no weight values ({count} expected)")
     kind = kinds[0]
     if kind == "floatValue":
-        arr = np.asarray(wp.floatValue, dtype=np.float32)
+        arr = (np.frombuffer(external[kind], dtype="<f4") if kind in external
+               else np.asarray(wp.floatValue, dtype=np.float32))
         return Weight(shape, dense=_sized(arr, count, kind).reshape(shape))
     if kind == "float16Value":
-        if len(wp.float16Value) % 2:
-            raise WeightError(f"float16Value has an odd number of bytes ({len(wp.float16Value)})")
-        arr = np.frombuffer(wp.float16Value, dtype=np.float16)
+        data = external[kind] if kind in external else wp.float16Value
+        if len(data) % 2:
+            raise WeightError(f"float16Value has an odd number of bytes ({len(data)})")
+        arr = np.frombuffer(data, dtype="<f2")
         return Weight(shape, dense=_sized(arr, count, kind).reshape(shape))
     if kind == "rawValue" and q is None:
         if len(wp.rawValue) % 4:
@@ -142,4 +164,5 @@ def _sized(arr: np.ndarray, count: int, kind: str) -> np.ndarray:
 
 
 def has_weights(wp: NeuralNetwork_pb2.WeightParams) -> bool:
-    return bool(len(wp.floatValue) or len(wp.float16Value) or len(wp.rawValue) or len(wp.int8RawValue))
+    return bool(len(wp.floatValue) or len(wp.float16Value) or len(wp.rawValue) or len(wp.int8RawValue)
+                or payload_indices(wp))
