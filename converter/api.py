@@ -31,14 +31,13 @@ def load(path: str | os.PathLike) -> Program:
 
         return load_mil_program(mf)
     if kind in _NEURAL_NETWORK_TYPES:
-        try:
-            from .frontends.neuralnetwork import load_neural_network
-        except ImportError:  # pragma: no cover - until the NeuralNetwork frontend lands
-            raise UnsupportedError(f"model type '{kind}' is not supported yet", file=str(path)) from None
+        from .frontends.neuralnetwork import load_neural_network
+
         return load_neural_network(mf)
+    what = f"model type '{kind}' cannot be converted" if kind else "the model has no model type, so it cannot be converted"
     raise UnsupportedError(
-        f"model type '{kind or 'none'}' cannot be converted: only neural networks (NeuralNetwork, "
-        f"classifier, regressor, pipelines of them) and ML programs are supported",
+        f"{what}: only neural networks (NeuralNetwork, classifier, regressor, pipelines of them) and ML "
+        "programs are supported",
         file=str(path),
     )
 

@@ -35,7 +35,10 @@ def random_feeds(fn: Function, seed: int = 0) -> dict[str, Any]:
         shape = [_size(d) for d in t.shape]
         info = fn.input_info.get(v.name)
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
-        if ft is not None and desc.feature_kind(ft) == "imageType":
+        index_range = info.extra.get("index_range") if info is not None else None
+        if index_range:
+            feeds[v.name] = rng.integers(0, index_range, shape).astype(t.dtype.storage)
+        elif ft is not None and desc.feature_kind(ft) == "imageType":
             h, w = shape[-2], shape[-1]
             img_shape = (h, w) if desc.image_channels(ft) == 1 else (h, w, 3)
             feeds[v.name] = rng.integers(0, 256, img_shape, dtype=np.uint8)

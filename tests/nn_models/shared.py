@@ -47,8 +47,8 @@ REFUSED: dict[str, str] = {
     "real/f7f6d72e_experimental_verses.mlmodel": _MODEL_TYPE.format("treeEnsembleClassifier"),
     "real/baf6017f_songs.mlmodel": _MODEL_TYPE.format("treeEnsembleRegressor"),
     # an empty Model.Type (spec v4 files holding only a description)
-    "real/322f8454_s4tf_model.mlmodel": _MODEL_TYPE.format("none"),
-    "real/3fda455b_s4tf_model.mlmodel": _MODEL_TYPE.format("none"),
+    "real/322f8454_s4tf_model.mlmodel": "the model has no model type, so it cannot be converted",
+    "real/3fda455b_s4tf_model.mlmodel": "the model has no model type, so it cannot be converted",
     "real/21560b2e_NamesDT.mlmodel": _STAGES.format(_DICT_PIPELINE.format("treeEnsembleClassifier")),
     "real/2e6f96b0_NamesDT.mlmodel": _STAGES.format(_DICT_PIPELINE.format("treeEnsembleClassifier")),
     "real/5f509266_SentimentPolarity.mlmodel": _STAGES.format(_DICT_PIPELINE.format("glmClassifier")),

@@ -128,7 +128,12 @@ def uses_quantized_weights(models: list[Model_pb2.Model]) -> bool:
 
 
 def sequence_inputs(nn: Any, names: list[str]) -> set[str]:
-    """Inputs that reach a recurrent layer's sequence input through per-step layers."""
+    """Inputs that reach a recurrent layer's sequence input through per-step layers.
+
+    Only recurrent layers decide this: reshapes and permutes that mention Seq are common in models
+    fed with Seq = 1 (Keras exports), and giving their inputs the [Seq, 1, C, H, W] form would change
+    the interface of models that never see a sequence.
+    """
     out = set()
     for name in names:
         reach = {name}
@@ -139,6 +144,17 @@ def sequence_inputs(nn: Any, names: list[str]) -> set[str]:
                 break
             if kind in PER_STEP and any(i in reach for i in layer.input):
                 reach.update(layer.output)
+    return out
+
+
+def index_inputs(nn: Any, names: list[str]) -> dict[str, int]:
+    """Inputs read directly as embedding indices, with their vocabulary size."""
+    out: dict[str, int] = {}
+    for _, layer in iter_layers(nn):
+        kind = layer.WhichOneof("layer")
+        if kind in ("embedding", "embeddingND") and layer.input and layer.input[0] in names:
+            size = layer.embedding.inputDim if kind == "embedding" else layer.embeddingND.vocabSize
+            out[layer.input[0]] = int(size)
     return out
 
 
@@ -266,14 +282,18 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     d = model.description
     features: dict[str, Value] = {}
     seq = set()
+    indices: dict[str, int] = {}
     for m in models:
         nn = network_of(m)
         if m.specificationVersion <= 3 or nn.arrayInputShapeMapping == NeuralNetwork_pb2.RANK5_ARRAY_MAPPING:
             seq |= sequence_inputs(nn, [f.name for f in d.input])
+        indices.update(index_inputs(nn, [f.name for f in d.input]))
     for f in d.input:
         t = _input_type(f, f.name in seq, conv.notes, file)
         features[f.name] = fn.block.new_input(f.name, t)
         fn.input_info[f.name] = FeatureInfo(f.name, _described_input(f.type, t), f.shortDescription)
+        if f.name in indices:  # for random test inputs (converter.check): valid indices only
+            fn.input_info[f.name].extra["index_range"] = indices[f.name]
     b = Builder(fn.block)
     for m in models:
         conv.convert_network(m, features, b)
