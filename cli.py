@@ -90,12 +90,16 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
                    "difference per output.")
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o."""
+    import warnings
+
     from converter.check import compare
 
     try:
         prog = converter.load(src)
-        converter.save(prog, output_path, target=target, to=fmt)
-        for note in prog.meta.get("notes", []):
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", converter.ConversionWarning)
+            converter.save(prog, output_path, target=target, to=fmt)
+        for note in prog.meta.get("notes", []) + [str(w.message) for w in caught]:
             click.echo(f"note: {note}", err=True)
         click.echo(f"wrote {output_path}")
         if check:

@@ -10,13 +10,14 @@ Public API:
 from __future__ import annotations
 
 from .api import convert, load, run, save
-from .errors import ConverterError, FormatError, UnsupportedError
+from .errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from .ir.core import Block, Function, Op, Program, Value
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Block",
+    "ConversionWarning",
     "ConverterError",
     "FormatError",
     "Function",

@@ -101,3 +101,7 @@ class ParseError(ConverterError):
         if line is not None:
             message = f"line {line}, column {column}: {message}"
         super().__init__(message, **kw)
+
+
+class ConversionWarning(UserWarning):
+    """Something the user should know about a conversion that still succeeded (e.g. a renamed feature)."""

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import os
 import re
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -29,7 +30,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConverterError, FormatError, UnsupportedError
+from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from ...formats import description as desc
 from ...formats.blob import BlobWriter
 from ...formats.milproto import CodecError, type_to_proto, value_to_proto, value_type
@@ -429,7 +430,21 @@ def program_to_model(prog: Program, *, target: str | None = None,
     need = _describe(prog, model, emitter.signatures)
     model.specificationVersion = max(OPSET_TO_SPEC_VERSION[target], need)
     model.isUpdatable = False
+    _warn_renamed_features(prog, emitter.signatures)
     return model
+
+
+def _warn_renamed_features(prog: Program, signatures: dict[str, tuple[list[str], list[str]]]) -> None:
+    """A feature whose name is not a MIL identifier (or is taken twice) is written under another name;
+    apps that use the model must use the new name, so say so."""
+    for name, fn in prog.functions.items():
+        ins, outs = signatures[name]
+        for kind, values, written in (("input", fn.inputs, ins), ("output", fn.outputs, outs)):
+            for v, new in zip(values, written):
+                if v.name != new:
+                    warnings.warn(ConversionWarning(
+                        f"function '{name}' {kind} '{v.name}' is written as '{new}' (MIL names must be unique "
+                        f"identifiers [A-Za-z_][A-Za-z0-9_@]*): apps must use the new name"), stacklevel=3)
 
 
 def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None = None,
