@@ -21,6 +21,31 @@ from tests.conftest import MODELS
 
 from .common import builder, convert_and_run, flexible, load_spec, op_types, through_mil
 
+# NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
+KINDS_COVERED = {
+    "activation",
+    "add",
+    "addBroadcastable",
+    "branch",
+    "concatND",
+    "copy",
+    "expandDims",
+    "gather",
+    "greaterThan",
+    "innerProduct",
+    "lessThan",
+    "loadConstantND",
+    "loop",
+    "loopBreak",
+    "loopContinue",
+    "multiply",
+    "reverse",
+    "scatter",
+    "slice",
+    "squeeze",
+    "transpose",
+}
+
 BUILDER = MODELS / "builder"
 X = np.array([0.5, -1.25, 2.0], np.float32)
 

@@ -30,6 +30,32 @@ from .common import (
 )
 from .normalize_util import close, last_layer
 
+# NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
+KINDS_COVERED = {
+    "batchedMatmul",
+    "batchnorm",
+    "embedding",
+    "embeddingND",
+    "innerProduct",
+    "l2normalize",
+    "layerNormalization",
+    "lrn",
+    "mvn",
+    "reduce",
+    "reduceL1",
+    "reduceL2",
+    "reduceLogSum",
+    "reduceLogSumExp",
+    "reduceMax",
+    "reduceMean",
+    "reduceMin",
+    "reduceProd",
+    "reduceSum",
+    "reduceSumSquare",
+    "softmax",
+    "softmaxND",
+}
+
 
 @pytest.fixture
 def rng() -> np.random.Generator:

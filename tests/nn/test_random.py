@@ -21,6 +21,20 @@ from converter.errors import FormatError, UnsupportedError
 
 from .common import builder, convert_and_run, flexible, load_spec, through_mil
 
+# NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
+KINDS_COVERED = {
+    "categoricalDistribution",
+    "randomBernoulliDynamic",
+    "randomBernoulliLike",
+    "randomBernoulliStatic",
+    "randomNormalDynamic",
+    "randomNormalLike",
+    "randomNormalStatic",
+    "randomUniformDynamic",
+    "randomUniformLike",
+    "randomUniformStatic",
+}
+
 N = (100, 200)  # 20000 draws per distribution
 Z = 5.0  # bounds of the statistical checks, in standard errors: never crossed by chance here
 

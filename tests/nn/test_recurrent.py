@@ -24,6 +24,22 @@ from tests.conftest import MODELS
 
 from .common import builder, check_close, convert_and_run, flexible, load_spec, onnx_oracle, op_types, through_mil
 
+# NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
+KINDS_COVERED = {
+    "activation",
+    "biDirectionalLSTM",
+    "embedding",
+    "expandDims",
+    "gru",
+    "innerProduct",
+    "loadConstantND",
+    "simpleRecurrent",
+    "sliceStatic",
+    "squeeze",
+    "transpose",
+    "uniDirectionalLSTM",
+}
+
 BUILDER = MODELS / "builder"
 PRE_CLIP = 50.0  # the spec's clip() of every gate pre-activation
 S, IN, H = 5, 3, 4  # sequence length, input and hidden sizes of the test layers

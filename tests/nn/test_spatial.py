@@ -17,6 +17,22 @@ from converter.errors import ConverterError, FormatError, UnsupportedError
 from .common import convert_run, flexible, load_spec, onnx_oracle
 from .spatial_util import Model, border, close, weights
 
+# NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
+KINDS_COVERED = {
+    "convolution",
+    "convolution3d",
+    "crop",
+    "cropResize",
+    "globalPooling3d",
+    "padding",
+    "pooling",
+    "pooling3d",
+    "reorganizeData",
+    "resizeBilinear",
+    "slidingWindows",
+    "upsample",
+}
+
 RNG = np.random.default_rng(0)
 
 
