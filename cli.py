@@ -89,11 +89,20 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
               help="Run the source and the written model on the same random inputs; print the largest "
                    "difference per output.")
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool) -> None:
-    """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o."""
+    """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
+
+    When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
+    the same relative place under the -o folder; failures are listed and the rest go on.
+    """
     import warnings
+    from pathlib import Path
 
     from converter.check import compare
+    from converter.formats.package import is_mlpackage
 
+    if Path(src).is_dir() and not is_mlpackage(src):
+        _convert_folder(Path(src), Path(output_path), target)
+        return
     try:
         prog = converter.load(src)
         with warnings.catch_warnings(record=True) as caught:
@@ -109,6 +118,23 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
     except ConverterError as e:
         _fail(e)
+
+
+def _convert_folder(src, out, target: str | None) -> None:
+    from converter.batch import convert_tree
+
+    outcomes = convert_tree(src, out, target=target)
+    for o in outcomes:
+        if o.ok:
+            click.echo(f"ok      {o.source} -> {o.output}")
+            for note in o.notes:
+                click.echo(f"        note: {note}")
+        else:
+            click.echo(f"failed  {o.source}: {o.error}")
+    failed = sum(not o.ok for o in outcomes)
+    click.echo(f"{len(outcomes) - failed} converted, {failed} failed")
+    if failed:
+        sys.exit(1)
 
 
 @main.command("example")
