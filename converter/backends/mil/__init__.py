@@ -38,6 +38,7 @@ from ...formats.model_file import write_mlmodel
 from ...formats.package import WEIGHT_FILE_REF, write_package
 from ...formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2
 from ...ir.core import Block, FeatureInfo, Function, Op, Program, Value
+from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
 from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
 from ...ir.verify import is_compile_time_const
@@ -113,14 +114,34 @@ def required_opset(prog: Program) -> str:
     return OPSETS[need]
 
 
+def decompressed_for(prog: Program, target: str) -> set[Op]:
+    """Weight-decompression (constexpr_*) ops the target opset lacks, whose inputs are constants:
+    they are written as the constants they produce (the weights lose their compression, the only
+    faithful option for that target)."""
+    out = set()
+    for op in prog.walk():
+        if op.opdef is None or "constexpr" not in op.opdef.traits:
+            continue
+        if not all(v.is_const for v in op.input_values()):
+            continue
+        try:
+            get_opdef(op.type, target)
+        except UnsupportedError:
+            out.add(op)
+    return out
+
+
 def check_target(prog: Program, target: str) -> None:
     """Raise one UnsupportedError listing every op (and parameter) the target opset lacks, and every
     function input/output (fp16, int8, states) a model of that target cannot have."""
     opset_index(target)
     memo: dict[int, bool] = {}
     problems: list[str] = []
+    decompressed = decompressed_for(prog, target)
     for fn in prog.functions.values():
         for op in fn.walk():
+            if op in decompressed:
+                continue
             if op.opdef is not None and op.opdef.ir_only and op.type not in _LOWERED_IR_OPS:
                 problems.append(f"'{op.name}' ({op.type}) is an IR op with no MIL form")
                 continue
@@ -200,8 +221,16 @@ class _Emitter:
     store_blob: Callable[[np.ndarray, TensorType], tuple[str, int] | None] | None
     # per function: the MIL names of its inputs and outputs, for the model description
     signatures: dict[str, tuple[list[str], list[str]]] = field(default_factory=dict)
+    # constexpr ops written as the constants they produce, and the constants only they read
+    decompress: set[Op] = field(default_factory=set)
+    skipped: set[Op] = field(default_factory=set)
+    interpreter: Interpreter | None = None
 
     def program(self, prog: Program) -> MIL_pb2.Program:
+        self.decompress = decompressed_for(prog, self.target)
+        self.skipped = {v.producer for op in self.decompress for v in op.input_values()
+                        if v.producer is not None and all(u.user in self.decompress for u in v.uses)}
+        self.interpreter = Interpreter(prog)
         out = MIL_pb2.Program(version=1, docString=prog.doc_string)
         for k, v in prog.attributes.items():
             self.attribute(out.attributes[k], v, f"program attribute '{k}'")
@@ -240,7 +269,11 @@ class _Emitter:
         for k, v in block.attributes.items():
             self.attribute(out.attributes[k], v, f"block attribute '{k}'")
         for op in block.ops:
-            if op.type == "coreml_update_state":
+            if op in self.skipped:
+                continue
+            if op in self.decompress:
+                self.decompressed(op, out, names, fn)
+            elif op.type == "coreml_update_state":
                 self.update_state(op, out, names, fn)
             elif not _inlined_const(op):
                 self.operation(op, out.operations.add(), names, fn)
@@ -252,6 +285,24 @@ class _Emitter:
                 name = self.identity(out, v, names)
             emitted.add(name)
             out.outputs.append(name)
+
+    def decompressed(self, op: Op, out: MIL_pb2.Block, names: _Names, fn: Function) -> None:
+        """Write a constexpr op as const ops holding its results."""
+        env = {v: v.producer.attributes["val"] for v in op.input_values() if v.producer is not None}
+        assert self.interpreter is not None
+        self.interpreter.run_op(op, env)
+        for v in op.outputs:
+            const = out.operations.add()
+            const.type = "const"
+            nvt = const.outputs.add()
+            nvt.name = names.define(v)
+            type_to_proto(v.type, nvt.type)
+            self.attribute(const.attributes["name"], nvt.name, "op name")
+            try:
+                value_to_proto(env[v], v.type, const.attributes["val"], self.store_blob)
+            except CodecError as e:
+                raise UnsupportedError(f"decompressed weights cannot be written: {e}", function=fn.name,
+                                       op=op.name, op_type=op.type) from None
 
     def identity(self, out: MIL_pb2.Block, v: Value, names: _Names) -> str:
         name = names.claim(f"{v.name}_out")
