@@ -218,8 +218,3 @@ def feature_min_spec_version(ft: FeatureTypes_pb2.FeatureType) -> int:
     if kind == "stateType":
         return 9
     return 1
-
-
-def feature_info_for(fn: Function, name: str, kind: str) -> FeatureInfo | None:
-    table = {"input": fn.input_info, "output": fn.output_info, "state": fn.state_info}[kind]
-    return table.get(name)

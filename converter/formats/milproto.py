@@ -361,7 +361,3 @@ def value_type(val: Any) -> Type:
     from ..ir.types import type_of_array
 
     return type_of_array(arr)
-
-
-def located(exc: CodecError, **where: Any) -> FormatError:
-    return FormatError(str(exc), **where)

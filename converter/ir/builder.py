@@ -48,14 +48,7 @@ class NameScope:
 
 
 def _function_names(fn: Function | None) -> set[str]:
-    if fn is None:
-        return set()
-    names = {v.name for v in fn.inputs}
-    for op in fn.walk():
-        names.update(v.name for v in op.outputs)
-        for b in op.blocks:
-            names.update(v.name for v in b.inputs)
-    return names
+    return set() if fn is None else {v.name for v in fn.values()}
 
 
 def _literal_dtype(spec: InputSpec | None, val: Any, domain_dtype: DType | None) -> DType | None:

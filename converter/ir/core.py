@@ -11,8 +11,6 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-import numpy as np
-
 from .types import Type
 
 if TYPE_CHECKING:
@@ -202,12 +200,7 @@ class Op:
 
     @property
     def function(self) -> Function | None:
-        b = self.block
-        while b is not None:
-            if b.function is not None:
-                return b.function
-            b = b.parent_op.block if b.parent_op is not None else None
-        return None
+        return self.block.owning_function() if self.block is not None else None
 
     def location(self) -> dict[str, str | None]:
         """Location fields for error messages."""
@@ -264,9 +257,6 @@ class Block:
 
     def insert_before(self, anchor: Op, op: Op) -> Op:
         return self.insert(self.ops.index(anchor), op)
-
-    def insert_after(self, anchor: Op, op: Op) -> Op:
-        return self.insert(self.ops.index(anchor) + 1, op)
 
     def remove_op(self, op: Op, *, force: bool = False) -> None:
         """Detach an op (its outputs must be unused unless ``force``) and drop its input uses."""
@@ -372,6 +362,19 @@ class Function:
     def walk(self) -> Iterator[Op]:
         return self.block.walk()
 
+    def values(self) -> Iterator[Value]:
+        """Every value of the function in definition order (a nested block's values before its op's
+        outputs)."""
+        return _block_values(self.block)
+
+
+def _block_values(block: Block) -> Iterator[Value]:
+    yield from block.inputs
+    for op in block.ops:
+        for b in op.blocks:
+            yield from _block_values(b)
+        yield from op.outputs
+
 
 class Program:
     """A set of functions plus model-level information."""
@@ -403,8 +406,3 @@ class Program:
     def walk(self) -> Iterator[Op]:
         for fn in self.functions.values():
             yield from fn.walk()
-
-
-def const_value(v: Value) -> np.ndarray | None:
-    """The numpy value of a const-produced value (convenience for passes and frontends)."""
-    return v.const_val

@@ -19,7 +19,6 @@ import numpy as np
 
 from ..errors import TypeInferenceError, UnsupportedError
 from .types import (
-    DTYPES,
     DType,
     ListType,
     StateType,
@@ -125,9 +124,6 @@ class _Args:
 
     def has(self, name: str) -> bool:
         return name in self.op.inputs
-
-    def spec(self, name: str) -> InputSpec:
-        return self.opdef.signature.inputs[name]
 
     def fail(self, message: str) -> TypeInferenceError:
         """Build (for ``raise``) an error naming the op."""
@@ -327,7 +323,7 @@ class OpDef:
         except TypeInferenceError as e:
             e.with_location(**op.location())
             raise
-        except (ValueError, TypeError, IndexError, KeyError, np.AxisError) as e:
+        except (ValueError, TypeError, IndexError, KeyError) as e:  # numpy AxisError is a ValueError
             raise TypeInferenceError(f"type inference failed: {type(e).__name__}: {e}", **op.location()) from e
 
 
@@ -428,10 +424,6 @@ def versions_of(op_type: str) -> list[str]:
     if cls is not None and cls.ir_only:
         return [cls.ir_since]
     return [v["since"] for v in _RAW_SIGNATURES.get(op_type, [])]
-
-
-def dtype_by_name(name: str) -> DType:
-    return DTYPES[name]
 
 
 def all_opdefs(opsets: Iterable[str] = OPSETS) -> list[OpDef]:

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 
-import numpy as np
-
 from .types import Dim, Symbol, fresh_symbol, is_static_dim
 
 
@@ -51,16 +49,6 @@ def normalize_axes(axes: Iterable[int], rank: int, *, what: str = "axes") -> lis
     return out
 
 
-def dim_product(dims: Iterable[Dim]) -> Dim:
-    """Product of dims: an int when all are static, else a fresh symbol."""
-    n = 1
-    for d in dims:
-        if not is_static_dim(d):
-            return fresh_symbol()
-        n *= int(d)
-    return n
-
-
 def dim_op(fn, *dims: Dim) -> Dim:
     """Apply an integer function to dims; a fresh symbol if any dim is symbolic."""
     if all(is_static_dim(d) for d in dims):
@@ -72,7 +60,3 @@ def same_dim(a: Dim, b: Dim) -> bool:
     if is_static_dim(a) and is_static_dim(b):
         return int(a) == int(b)
     return a == b
-
-
-def shape_of(arr: np.ndarray) -> tuple[int, ...]:
-    return tuple(int(d) for d in np.shape(arr))

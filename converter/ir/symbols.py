@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .core import Block, Program, Value
+from .core import Program, Value
 from .types import DictType, ListType, StateType, Symbol, TensorType, TupleType, Type
 
 
@@ -40,18 +40,10 @@ def type_symbols(t: Type) -> Iterator[Symbol]:
     return iter(found)
 
 
-def _block_values(block: Block) -> Iterator[Value]:
-    yield from block.inputs
-    for op in block.ops:
-        for b in op.blocks:
-            yield from _block_values(b)
-        yield from op.outputs
-
-
 def program_values(prog: Program) -> Iterator[Value]:
-    """Every value of the program in definition order (nested block values before the op's outputs)."""
+    """Every value of the program in definition order."""
     for fn in prog.functions.values():
-        yield from _block_values(fn.block)
+        yield from fn.values()
 
 
 def canonicalize_symbols(prog: Program, keep: set[str] | None = None, prefix: str = "s") -> None:

@@ -32,10 +32,6 @@ class DType:
         return self.kind in ("int", "uint")
 
     @property
-    def is_signed_int(self) -> bool:
-        return self.kind == "int"
-
-    @property
     def is_numeric(self) -> bool:
         return self.kind in ("float", "int", "uint")
 
@@ -205,10 +201,12 @@ def num_elements(shape: Iterable[Dim]) -> int | None:
 
 
 class Type:
-    """Base of all value types."""
+    """Base of all value types; ``str()`` gives the IR text form (``tensor<fp32, [2, n]>``)."""
 
-    def is_tensor(self) -> bool:
-        return False
+    def __str__(self) -> str:
+        from .text import format_type
+
+        return format_type(self)
 
 
 @dataclass(frozen=True)
@@ -232,9 +230,6 @@ class TensorType(Type):
                 raise TypeError(f"bad dimension {d!r} in shape")
         object.__setattr__(self, "shape", shape)
 
-    def is_tensor(self) -> bool:
-        return True
-
     @property
     def rank(self) -> int | None:
         return None if self.shape is None else len(self.shape)
@@ -256,11 +251,6 @@ class TensorType(Type):
     def symbols(self) -> list[Symbol]:
         return [d for d in (self.shape or ()) if isinstance(d, Symbol)]
 
-    def __str__(self) -> str:
-        from .text import format_type
-
-        return format_type(self)
-
 
 @dataclass(frozen=True)
 class ListType(Type):
@@ -270,20 +260,10 @@ class ListType(Type):
     length: Dim | None = None
     dynamic_length: bool = field(default=True, compare=False)
 
-    def __str__(self) -> str:
-        from .text import format_type
-
-        return format_type(self)
-
 
 @dataclass(frozen=True)
 class TupleType(Type):
     types: tuple
-
-    def __str__(self) -> str:
-        from .text import format_type
-
-        return format_type(self)
 
 
 @dataclass(frozen=True)
@@ -291,22 +271,12 @@ class DictType(Type):
     key: Type
     value: Type
 
-    def __str__(self) -> str:
-        from .text import format_type
-
-        return format_type(self)
-
 
 @dataclass(frozen=True)
 class StateType(Type):
     """A mutable state (iOS18): wraps the tensor type it holds."""
 
     wrapped: TensorType
-
-    def __str__(self) -> str:
-        from .text import format_type
-
-        return format_type(self)
 
 
 def tensor(dt: str | DType, shape: Iterable[Dim] | None = ()) -> TensorType:

@@ -49,7 +49,6 @@ _LOWERED_IR_OPS = {"coreml_update_state"}
 _BLOB_DTYPES = {"fp16", "fp32", "uint8", "int8"}
 _BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {"uint16", "int16", "int32", "uint32", "int4", "uint1", "uint2", "uint3",
                                      "uint4", "uint6"}
-_IDENT = re.compile(r"^[A-Za-z_][A-Za-z0-9_@]*$")
 
 
 # ---------------------------------------------------------------------------------------------

@@ -41,17 +41,10 @@ class Const(OpDef):
 
 
 @register
-class ConstSymbolic(OpDef):
+class ConstSymbolic(Const):
     """coremltools' internal constant holding symbolic values; evaluates like const."""
 
     op_type = "_const_symbolic"
-    traits = frozenset({"pure", "constant"})
-
-    def infer(self, a: InferArgs) -> list[Type]:
-        return [_declared_or_value_type(a)]
-
-    def evaluate(self, a: EvalArgs) -> list[Any]:
-        return [a.op.attributes["val"]]
 
 
 def merge_types(a: Type, b: Type) -> Type | None:
