@@ -47,11 +47,17 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
     """Write ``program``. ``to``: "mil" (default; ``.mlpackage``, or a bare ``.mlmodel`` when the path
     ends in .mlmodel and every value can be immediate). ``target``: MIL opset "iOS15".."iOS18".
     Writing is atomic; ``durable=True`` also fsyncs before publishing (power-loss safety)."""
-    fmt = (to or "mil").lower()
-    if fmt in ("mil", "mlprogram", "mlpackage"):
-        from .backends.mil import save_mlprogram
+    output_format(to)
+    from .backends.mil import save_mlprogram
 
-        return save_mlprogram(program, path, target=target, durable=durable)
+    return save_mlprogram(program, path, target=target, durable=durable)
+
+
+def output_format(to: str | None) -> str:
+    """The output format ``to`` names for `save` ("mil" when None); `UnsupportedError` if none."""
+    fmt = (to or "mil").lower() if isinstance(to, (str, type(None))) else None
+    if fmt in ("mil", "mlprogram", "mlpackage"):
+        return "mil"
     raise UnsupportedError(f"unknown output format '{to}' (supported: mil)")
 
 
@@ -66,9 +72,9 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
 
 def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
     """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring)."""
-    from .ir.interpreter import Interpreter
+    from .ir.interpreter import Interpreter, lookup_function
     from .runtime_io import adapt_feeds, adapt_outputs
 
-    fn = program.functions[function or program.default_function]
+    fn = lookup_function(program, function)
     out = Interpreter(program, seed=seed).run(adapt_feeds(fn, feeds), fn.name)
     return adapt_outputs(fn, out)

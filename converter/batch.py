@@ -2,14 +2,17 @@
 
 Each ``.mlmodel`` file and ``.mlpackage`` directory under the source folder becomes an
 ``.mlpackage`` at the same relative place under the output folder. A model that cannot be
-converted is reported with its error and the rest go on; nothing partial is written for it.
+converted (it does not load, a folder cannot be created, writing fails, ``check`` fails) is
+reported with its error and the rest go on; nothing partial is written for it, and no folder is
+left behind for a model that was not written. A folder that cannot be listed is reported too.
+The output folder is never searched for models (it may lie inside the source folder).
 """
 
 from __future__ import annotations
 
 import os
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -19,19 +22,27 @@ from .errors import ConversionWarning, ConverterError
 @dataclass
 class Outcome:
     source: Path
-    output: Path | None
+    output: Path | None  # the written package (also when only ``check`` failed), else None
     error: ConverterError | None = None
     notes: list[str] = field(default_factory=list)
+    #: with ``check``: {source output name: largest absolute difference} (see converter.check.compare)
+    differences: dict[str, float] | None = None
 
     @property
     def ok(self) -> bool:
         return self.error is None
 
 
-def find_models(root: Path) -> Iterator[Path]:
-    """``.mlmodel`` files and ``.mlpackage`` directories under ``root`` (packages are not entered)."""
-    for dirpath, dirnames, filenames in os.walk(root):
+def find_models(
+    root: Path, *, skip: Path | None = None, onerror: Callable[[OSError], None] | None = None
+) -> Iterator[Path]:
+    """``.mlmodel`` files and ``.mlpackage`` directories under ``root`` (packages are not entered;
+    nor is ``skip``). ``onerror`` receives the OSError of a folder that cannot be listed."""
+    skip_real = os.path.realpath(skip) if skip is not None else None
+    for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
         here = Path(dirpath)
+        if skip_real is not None:
+            dirnames[:] = [d for d in dirnames if os.path.realpath(here / d) != skip_real]
         for d in sorted(dirnames):
             if d.endswith(".mlpackage"):
                 yield here / d
@@ -41,20 +52,85 @@ def find_models(root: Path) -> Iterator[Path]:
                 yield here / f
 
 
-def convert_tree(src: Path, out: Path, *, target: str | None = None) -> list[Outcome]:
-    from .api import load, save
+def _os_error(e: OSError, path: Path, what: str) -> ConverterError:
+    return ConverterError(f"{what}: {e.strerror or e}", file=str(e.filename or path))
 
-    outcomes = []
-    for path in find_models(src):
+
+def _make_parents(folder: Path) -> list[Path]:
+    """``mkdir -p folder``; returns the folders it created, deepest first."""
+    missing = []
+    p = folder
+    while not p.is_dir() and p != p.parent:
+        missing.append(p)
+        p = p.parent
+    folder.mkdir(parents=True, exist_ok=True)
+    return missing
+
+
+def _remove_empty(folders: list[Path]) -> None:
+    for d in folders:  # deepest first
+        try:
+            d.rmdir()
+        except OSError:  # not empty (another model went there) or already gone
+            return
+
+
+def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
+                 check: bool = False) -> list[Outcome]:
+    """Convert every model under ``src`` to ``out`` (see the module docstring).
+
+    ``to``/``target`` as for `converter.save`; an unknown ``to`` raises `UnsupportedError` before
+    anything is done. With ``check``, each written model is run against its source on random
+    inputs (`converter.check.compare`) and ``Outcome.differences`` is filled in.
+    """
+    from .api import load, output_format, save
+
+    src, out = Path(src), Path(out)
+    output_format(to)
+    if out.exists() and not out.is_dir():
+        raise ConverterError("the output of a folder conversion must be a folder", file=str(out))
+
+    outcomes: list[Outcome] = []
+
+    def unlisted(e: OSError) -> None:
+        outcomes.append(Outcome(Path(e.filename or src), None, _os_error(e, src, "cannot list folder")))
+
+    for path in find_models(src, skip=out, onerror=unlisted):
         dest = (out / path.relative_to(src)).with_suffix(".mlpackage")
         try:
-            dest.parent.mkdir(parents=True, exist_ok=True)
             prog = load(path)
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConversionWarning)
-                save(prog, dest, target=target)
-            notes = list(prog.meta.get("notes", [])) + [str(w.message) for w in caught]
-            outcomes.append(Outcome(path, dest, notes=notes))
         except ConverterError as e:
             outcomes.append(Outcome(path, None, e))
+            continue
+        created: list[Path] = []
+        try:
+            try:
+                created = _make_parents(dest.parent)
+            except OSError as e:
+                raise _os_error(e, dest.parent, "cannot create folder") from None
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always", ConversionWarning)
+                try:
+                    save(prog, dest, target=target, to=to)
+                except OSError as e:
+                    raise _os_error(e, dest, "cannot write") from None
+        except ConverterError as e:
+            _remove_empty(created)
+            outcomes.append(Outcome(path, None, e))
+            continue
+        notes = list(prog.meta.get("notes", [])) + [str(w.message) for w in caught]
+        outcome = Outcome(path, dest, notes=notes)
+        if check:
+            try:
+                outcome.differences = _check(prog, path, dest)
+            except ConverterError as e:
+                outcome.error = e
+        outcomes.append(outcome)
     return outcomes
+
+
+def _check(prog, source: Path, dest: Path) -> dict[str, float]:
+    from .api import load
+    from .check import compare
+
+    return compare(prog, load(dest), source_file=str(source), converted_file=str(dest))

@@ -3,6 +3,10 @@
 ``random_feeds`` makes inputs an app could pass (images as H x W x 3 uint8, flexible dimensions at
 a size inside their bounds); ``compare`` runs both programs and reports the largest difference of
 each output (dict outputs, e.g. classifier probabilities, compared per key).
+
+Inputs and outputs of the two programs are paired by position, not by name: a backend may rename
+features (the MIL backend writes ``x.1`` as ``x_1``), but keeps the order of a function's inputs
+and outputs. Results are keyed by the source program's output names.
 """
 
 from __future__ import annotations
@@ -11,6 +15,7 @@ from typing import Any
 
 import numpy as np
 
+from .errors import ConverterError, EvaluationError, UnsupportedError
 from .formats import description as desc
 from .ir.core import Function, Program
 from .ir.types import Symbol, TensorType, is_static_dim
@@ -25,13 +30,23 @@ def _size(d: Any) -> int:
     return max(d.lower, min(d.upper or 4, 4))
 
 
+def _cannot_fake(fn: Function, name: str, t: Any) -> UnsupportedError:
+    return UnsupportedError(
+        f"cannot make a random value for input '{name}' of type {t}, so the conversion cannot be checked",
+        function=fn.name,
+        field=f"input '{name}'",
+    )
+
+
 def random_feeds(fn: Function, seed: int = 0) -> dict[str, Any]:
+    """{input name: random value} for every input of ``fn``; `UnsupportedError` naming the input
+    when one cannot be made up (a list or state input, a tensor of unknown rank or of strings)."""
     rng = np.random.default_rng(seed)
     feeds: dict[str, Any] = {}
     for v in fn.inputs:
         t = v.type
         if not isinstance(t, TensorType) or t.shape is None:
-            raise ValueError(f"cannot make a random value for input '{v.name}' of type {t}")
+            raise _cannot_fake(fn, v.name, t)
         shape = [_size(d) for d in t.shape]
         info = fn.input_info.get(v.name)
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
@@ -49,7 +64,7 @@ def random_feeds(fn: Function, seed: int = 0) -> dict[str, Any]:
         elif t.dtype.is_int:
             feeds[v.name] = rng.integers(0, 4, shape).astype(t.dtype.storage)
         else:
-            raise ValueError(f"cannot make a random value for input '{v.name}' of type {t}")
+            raise _cannot_fake(fn, v.name, t)
     return feeds
 
 
@@ -72,11 +87,40 @@ def difference(a: Any, b: Any) -> float:
     return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff)))
 
 
-def compare(source: Program, converted: Program, *, seed: int = 0) -> dict[str, float]:
-    """{output name: largest absolute difference} on one random input."""
-    from .api import run
+def compare(source: Program, converted: Program, *, seed: int = 0, source_file: str | None = None,
+            converted_file: str | None = None) -> dict[str, float]:
+    """{source output name: largest absolute difference} on one random input.
 
-    feeds = random_feeds(source.main, seed)
-    a = run(source, feeds)
-    b = run(converted, feeds)
-    return {k: difference(a[k], b.get(k)) if k in b else float("inf") for k in a}
+    The default functions of both programs are run; their inputs and outputs are paired by
+    position (see the module docstring). An output the converted program lacks counts as ``inf``.
+    ``source_file``/``converted_file``, when given, are named by the errors about each program.
+    """
+    from .api import run
+    from .ir.interpreter import lookup_function
+
+    try:
+        src_fn = lookup_function(source)
+        feeds = random_feeds(src_fn, seed)
+        a = run(source, feeds, function=src_fn.name)
+    except ConverterError as e:
+        raise e.with_location(file=source_file) from None
+    try:
+        conv_fn = lookup_function(converted)
+        if len(src_fn.inputs) != len(conv_fn.inputs):
+            raise EvaluationError(
+                f"cannot compare: the source has {len(src_fn.inputs)} inputs "
+                f"({', '.join(v.name for v in src_fn.inputs)}), the converted program {len(conv_fn.inputs)} "
+                f"({', '.join(v.name for v in conv_fn.inputs)})",
+                function=conv_fn.name,
+            )
+        b = run(converted, {c.name: feeds[s.name] for s, c in zip(src_fn.inputs, conv_fn.inputs)},
+                function=conv_fn.name)
+    except ConverterError as e:
+        raise e.with_location(file=converted_file) from None
+    out: dict[str, float] = {}
+    for i, v in enumerate(src_fn.outputs):
+        if i < len(conv_fn.outputs) and conv_fn.outputs[i].name in b:
+            out[v.name] = difference(a[v.name], b[conv_fn.outputs[i].name])
+        else:
+            out[v.name] = float("inf")
+    return out

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.core import FeatureInfo, Function
 from ..ir.types import DictType, DType, StateType, Symbol, TensorType, Type, dtype, is_static_dim
 from .proto import FeatureTypes_pb2
 

@@ -13,7 +13,6 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import FormatError
 from ..ir.bitpack import pack_subbyte, unpack_subbyte
 from ..ir.runtime import ListValue
 from ..ir.types import (

@@ -86,7 +86,7 @@ class _Loader:
     def __init__(self, mf: ModelFile) -> None:
         self.mf = mf
         self.file = str(mf.model_path)
-        self.const_memo: dict[int, bool] = {}
+        self.const_memo: dict[Value, bool] = {}
 
     # -- helpers ---------------------------------------------------------------------------------
 

@@ -90,7 +90,7 @@ class Builder:
         self.opset = fn.opset if fn is not None else "iOS18"
         self.insert_before = insert_before
         self.names = names or NameScope(_function_names(fn))
-        self._const_memo: dict[int, bool] = {}
+        self._const_memo: dict[Value, bool] = {}
 
     # -- generic op creation ---------------------------------------------------------------------
 

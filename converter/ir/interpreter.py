@@ -80,6 +80,18 @@ def _conforms(value: Any, t: Type, bindings: dict[str, int] | None = None) -> st
     return None
 
 
+def lookup_function(program: Program, name: str | None = None) -> Function:
+    """The function ``name`` (default: the program's default function); `EvaluationError` listing
+    the functions the program has when there is no such function."""
+    key = name or program.default_function
+    fn = program.functions.get(key) if isinstance(key, str) else None
+    if fn is None:
+        known = ", ".join(repr(k) for k in program.functions) or "none"
+        what = "no function" if name else "no default function"
+        raise EvaluationError(f"{what} named {key!r} (the program has: {known})", function=str(key))
+    return fn
+
+
 class Interpreter:
     """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own."""
 
@@ -90,7 +102,7 @@ class Interpreter:
     # -- public ----------------------------------------------------------------------------------
 
     def run(self, feeds: Mapping[str, Any], function: str | None = None) -> dict[str, Any]:
-        fn = self.program.functions[function or self.program.default_function]
+        fn = lookup_function(self.program, function)
         args = self._bind_inputs(fn, feeds)
         outs = self.run_block(fn.block, args, {})
         return {v.name: val for v, val in zip(fn.outputs, outs)}

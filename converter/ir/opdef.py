@@ -255,65 +255,51 @@ class OpDef:
     def check_inputs(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> None:
         """Check names, kinds, dtypes, type domains and constness of an op's inputs."""
         sig = self.signature
-        loc = op.location()
+
+        def fail(message: str, key: str) -> TypeInferenceError:
+            return TypeInferenceError(message, field=key, **op.location())  # located only when raised
+
         for key in op.inputs:
             spec = sig.inputs.get(key)
             if spec is None or not spec.is_value:
-                raise TypeInferenceError(
-                    f"unknown parameter '{key}' for {op.type} in opset {self.opset} "
-                    f"(expected one of: {', '.join(s.name for s in sig.value_inputs())})",
-                    field=key,
-                    **loc,
-                )
+                raise fail(f"unknown parameter '{key}' for {op.type} in opset {self.opset} "
+                           f"(expected one of: {', '.join(s.name for s in sig.value_inputs())})", key)
         domains: dict[str, tuple[DType, str]] = {}
         for spec in sig.value_inputs():
             arg = op.inputs.get(spec.name)
             if arg is None:
                 if not spec.optional:
-                    raise TypeInferenceError(f"missing required parameter '{spec.name}'", field=spec.name, **loc)
+                    raise fail(f"missing required parameter '{spec.name}'", spec.name)
                 continue
             values = arg if isinstance(arg, tuple) else (arg,)
             if spec.kind == "tuple":
                 if not isinstance(arg, tuple):
-                    raise TypeInferenceError(f"parameter '{spec.name}' must be a tuple of values", field=spec.name, **loc)
+                    raise fail(f"parameter '{spec.name}' must be a tuple of values", spec.name)
             elif isinstance(arg, tuple):
-                raise TypeInferenceError(f"parameter '{spec.name}' takes one value, got {len(arg)}", field=spec.name, **loc)
+                raise fail(f"parameter '{spec.name}' takes one value, got {len(arg)}", spec.name)
             for v in values:
                 t = v.type
                 if spec.kind == "tensor":
                     if not isinstance(t, TensorType):
-                        raise TypeInferenceError(
-                            f"parameter '{spec.name}' must be a tensor, got {t}", field=spec.name, **loc
-                        )
+                        raise fail(f"parameter '{spec.name}' must be a tensor, got {t}", spec.name)
                     if spec.types is not None and t.dtype.name not in spec.types:
-                        raise TypeInferenceError(
-                            f"parameter '{spec.name}' has dtype {t.dtype.name}; {op.type} accepts "
-                            f"{', '.join(spec.types)} in opset {self.opset}",
-                            field=spec.name,
-                            **loc,
-                        )
+                        raise fail(f"parameter '{spec.name}' has dtype {t.dtype.name}; {op.type} accepts "
+                                   f"{', '.join(spec.types)} in opset {self.opset}", spec.name)
                     if spec.domain is not None:
                         seen = domains.get(spec.domain)
                         if seen is None:
                             domains[spec.domain] = (t.dtype, spec.name)
                         elif seen[0] != t.dtype:
-                            raise TypeInferenceError(
-                                f"parameters '{seen[1]}' ({seen[0].name}) and '{spec.name}' "
-                                f"({t.dtype.name}) must have the same dtype",
-                                field=spec.name,
-                                **loc,
-                            )
+                            raise fail(f"parameters '{seen[1]}' ({seen[0].name}) and '{spec.name}' "
+                                       f"({t.dtype.name}) must have the same dtype", spec.name)
                 elif spec.kind == "list" and not isinstance(t, ListType):
                     if not (spec.const and v.is_const):  # const lists (classify's classes) are list values
-                        raise TypeInferenceError(f"parameter '{spec.name}' must be a list, got {t}", field=spec.name, **loc)
+                        raise fail(f"parameter '{spec.name}' must be a list, got {t}", spec.name)
                 elif spec.kind == "state" and not isinstance(t, StateType):
-                    raise TypeInferenceError(f"parameter '{spec.name}' must be a state, got {t}", field=spec.name, **loc)
+                    raise fail(f"parameter '{spec.name}' must be a state, got {t}", spec.name)
                 if spec.const and is_const is not None and not is_const(v):
-                    raise TypeInferenceError(
-                        f"parameter '{spec.name}' must be a compile-time constant, but '{v.name}' is computed at run time",
-                        field=spec.name,
-                        **loc,
-                    )
+                    raise fail(f"parameter '{spec.name}' must be a compile-time constant, but '{v.name}' is "
+                               "computed at run time", spec.name)
 
     def infer_op(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> list[Type]:
         """Check inputs and infer output types, with errors naming the op."""

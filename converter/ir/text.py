@@ -307,10 +307,6 @@ def _tokenize(text: str) -> list[_Tok]:
     return toks
 
 
-def _unquote(s: str) -> str:
-    return json.loads(s) if s.startswith('"') else s
-
-
 class _Parser:
     def __init__(self, text: str) -> None:
         self.text = text
@@ -327,7 +323,8 @@ class _Parser:
 
     def next(self) -> _Tok:
         t = self.toks[self.i]
-        self.i += 1
+        if t.kind != "eof":  # never run past the end: every later read sees end of input again
+            self.i += 1
         return t
 
     def error(self, msg: str, tok: _Tok | None = None) -> ParseError:
@@ -342,6 +339,36 @@ class _Parser:
             raise self.error(f"expected '{text}', found '{t.text or 'end of input'}'", t)
         return t
 
+    @staticmethod
+    def _shown(t: _Tok) -> str:
+        return t.text or "end of input"
+
+    def _int(self, tok: _Tok, what: str, *, minimum: int | None = None) -> int:
+        """The integer a number token spells; a ParseError at the token for anything else."""
+        try:
+            n = int(tok.text) if tok.kind == "number" else None
+        except ValueError:
+            n = None
+        if n is None:
+            raise self.error(f"expected an integer {what}, found '{self._shown(tok)}'", tok)
+        if minimum is not None and n < minimum:
+            raise self.error(f"{what} must be at least {minimum}, got {n}", tok)
+        return n
+
+    def _string(self, tok: _Tok, what: str = "string") -> str:
+        """The text of a quoted string token (JSON escapes); a ParseError for a bad escape."""
+        if tok.kind != "string":
+            raise self.error(f"expected a quoted {what}, found '{self._shown(tok)}'", tok)
+        try:
+            return json.loads(tok.text)
+        except ValueError as e:  # json.JSONDecodeError: a bad escape or a control character
+            msg = getattr(e, "msg", str(e))
+            raise self.error(f"bad {what} {tok.text}: {msg}", tok) from None
+
+    def _name(self, tok: _Tok, text: str) -> str:
+        """A bare name, or a quoted one (``"x.1"``) decoded."""
+        return self._string(_Tok("string", text, tok.pos), "name") if text.startswith('"') else text
+
     def accept(self, text: str) -> bool:
         if self.peek().text == text and self.peek().kind != "string":
             self.i += 1
@@ -351,8 +378,8 @@ class _Parser:
     def ident(self) -> str:
         t = self.next()
         if t.kind not in ("ident", "string"):
-            raise self.error(f"expected a name, found '{t.text}'", t)
-        return _unquote(t.text)
+            raise self.error(f"expected a name, found '{self._shown(t)}'", t)
+        return self._name(t, t.text)
 
     # -- grammar ---------------------------------------------------------------------------------
 
@@ -363,6 +390,10 @@ class _Parser:
         attrs = self.attr_list()
         prog.doc_string = attrs.pop("__doc__", "")
         default = attrs.pop("__default__", None)
+        if not isinstance(prog.doc_string, str):
+            raise self.error(f"__doc__ must be a string, got {format_literal(prog.doc_string)}", self.toks[0])
+        if default is not None and not isinstance(default, str):
+            raise self.error(f"__default__ must be a function name, got {format_literal(default)}", self.toks[0])
         prog.attributes = attrs
         if self.peek().text == "symbols":
             self.next()
@@ -374,6 +405,9 @@ class _Parser:
             prog.functions[fn.name] = fn
         if not prog.functions:
             raise self.error("program has no functions")
+        if default is not None and default not in prog.functions:
+            known = ", ".join(repr(k) for k in prog.functions)
+            raise self.error(f"__default__ names no function: {default!r} (defined: {known})", self.toks[0])
         prog.default_function = default or next(iter(prog.functions))
         return prog
 
@@ -383,17 +417,21 @@ class _Parser:
             name = self.ident()
             self.expect(":")
             if self.accept("{"):
+                start = self.peek()
                 choices = []
                 while not self.accept("}"):
-                    choices.append(int(self.next().text))
+                    choices.append(self._int(self.next(), f"size of symbol '{name}'", minimum=0))
                     self.accept(",")
+                if not choices:
+                    raise self.error(f"symbol '{name}' lists no sizes", start)
                 self.symbols[name] = Symbol(name, lower=min(choices), upper=max(choices), choices=tuple(choices))
             else:
                 self.expect("[")
-                lower = int(self.next().text)
+                lower = self._int(self.next(), f"lower bound of symbol '{name}'", minimum=0)
                 self.expect(",")
                 up = self.next()
-                upper = None if up.text == "?" else int(up.text)
+                upper = None if up.text == "?" else self._int(up, f"upper bound of symbol '{name}' (or '?')",
+                                                              minimum=lower)
                 self.expect("]")
                 self.symbols[name] = Symbol(name, lower=lower, upper=upper)
             self.accept(",")
@@ -429,7 +467,7 @@ class _Parser:
         t = self.next()
         if t.kind != "value":
             raise self.error(f"expected a %value, found '{t.text}'", t)
-        name = _unquote(t.text[1:])
+        name = self._name(t, t.text[1:])
         if name in self.values:
             raise self.error(f"value %{name} defined twice", t)
         return name
@@ -438,7 +476,7 @@ class _Parser:
         t = self.next()
         if t.kind != "value":
             raise self.error(f"expected a %value, found '{t.text}'", t)
-        name = _unquote(t.text[1:])
+        name = self._name(t, t.text[1:])
         v = self.values.get(name)
         if v is None:
             raise self.error(f"undefined value %{name}", t)
@@ -489,7 +527,8 @@ class _Parser:
             self.accept(",")
         op_name = None
         if self.peek().kind == "opname":
-            op_name = _unquote(self.next().text[1:])
+            t = self.next()
+            op_name = self._name(t, t.text[1:])
         attrs = self.attr_list()
         if op_name is None:
             op_name = outs[0][0] if outs else op_type
@@ -522,7 +561,7 @@ class _Parser:
     def dim(self) -> Any:
         t = self.next()
         if t.kind == "number":
-            return int(t.text)
+            return self._int(t, "dimension", minimum=0)
         if t.kind == "ident":
             return self.symbols.setdefault(t.text, Symbol(t.text))
         raise self.error(f"expected a dimension, found '{t.text}'", t)
@@ -595,7 +634,7 @@ class _Parser:
         t = self.peek()
         if t.kind == "string":
             self.next()
-            return json.loads(t.text)
+            return self._string(t)
         if t.kind == "number":
             self.next()
             return _parse_number(t.text)
@@ -610,7 +649,7 @@ class _Parser:
             self.next()
             d = {}
             while not self.accept("}"):
-                k = json.loads(self.next().text)
+                k = self._string(self.next(), "dictionary key")
                 self.expect(":")
                 d[k] = self.literal()
                 self.accept(",")
@@ -629,7 +668,11 @@ class _Parser:
                 return self.listval()
             if t.text == "bytes":
                 self.expect("(")
-                data = bytes.fromhex(json.loads(self.next().text))
+                h = self.next()
+                try:
+                    data = bytes.fromhex(self._string(h, "hex string"))
+                except ValueError as e:
+                    raise self.error(f"bad bytes literal {h.text}: {e}", h) from None
                 self.expect(")")
                 return data
         raise self.error(f"expected a literal, found '{t.text}'", t)
@@ -643,25 +686,29 @@ class _Parser:
         self.expect("[")
         shape = []
         while not self.accept("]"):
-            shape.append(int(self.next().text))
+            shape.append(self._int(self.next(), f"dimension of dense<{dt}>", minimum=0))
             self.accept(",")
         self.expect(">")
         self.expect("(")
         raw: list[Any] = []
+        first = self.peek()
         while not self.accept(")"):
             t = self.next()
             if t.kind == "number":
                 raw.append(_parse_number(t.text))
             elif t.kind == "string":
-                raw.append(json.loads(t.text))
+                raw.append(self._string(t))
             elif t.text in ("true", "false"):
                 raw.append(t.text == "true")
             else:
-                raise self.error(f"bad array element '{t.text}'", t)
+                raise self.error(f"bad array element '{self._shown(t)}'", t)
             self.accept(",")
         d = DTYPES[dt]
         storage = np.str_ if d.name == "string" else d.storage
-        arr = np.array(raw, dtype=storage) if raw else np.zeros((0,), dtype=storage)
+        try:
+            arr = np.array(raw, dtype=storage) if raw else np.zeros((0,), dtype=storage)
+        except (ValueError, TypeError, OverflowError) as e:  # 300 as int8, nan as int32, "a" as fp32
+            raise self.error(f"dense<{dt}> cannot hold these values: {e}", first) from None
         n = int(np.prod(shape)) if shape else 1
         if arr.size != n:
             raise self.error(f"dense<{dt}> with shape {shape} needs {n} values, has {arr.size}")
@@ -694,8 +741,13 @@ def _parse_number(s: str) -> int | float:
 
 
 def parse_program(text: str) -> Program:
-    """Parse the text form back into a Program (types as written; run verify() to re-check)."""
-    return _Parser(text).program()
+    """Parse the text form back into a Program (types as written; run verify() to re-check).
+    Malformed text raises `ParseError` with the line and column."""
+    parser = _Parser(text)
+    try:
+        return parser.program()
+    except RecursionError:
+        raise parser.error("nested too deeply") from None
 
 
 def iter_lines(prog: Program) -> Iterator[str]:

@@ -12,16 +12,16 @@ from .opdef import get_opdef
 from .types import TensorType, types_compatible
 
 
-def is_compile_time_const(v: Value, _memo: dict[int, bool] | None = None) -> bool:
+def is_compile_time_const(v: Value, _memo: dict[Value, bool] | None = None) -> bool:
     """Whether a value is known before run time: a const, a constexpr_* result, or a pure op of such.
 
     Iterative (no recursion limit on long chains) and memoised per call.
     """
-    memo = _memo if _memo is not None else {}
+    memo = _memo if _memo is not None else {}  # keyed by the Value itself (identity hash)
     stack = [v]
     while stack:
         cur = stack[-1]
-        key = id(cur)
+        key = cur
         if key in memo:
             stack.pop()
             continue
@@ -39,21 +39,20 @@ def is_compile_time_const(v: Value, _memo: dict[int, bool] | None = None) -> boo
             memo[key] = False
             stack.pop()
             continue
-        pending = [x for x in op.input_values() if id(x) not in memo]
+        pending = [x for x in op.input_values() if x not in memo]
         if pending:
             stack.extend(pending)
             continue
-        memo[key] = all(memo[id(x)] for x in op.input_values())
+        memo[key] = all(memo[x] for x in op.input_values())
         stack.pop()
-    return memo[id(v)]
+    return memo[v]
 
 
 class _Verifier:
     def __init__(self, program: Program, *, check_types: bool) -> None:
         self.program = program
         self.check_types = check_types
-        self.const_memo: dict[int, bool] = {}
-        self.errors: list[VerifyError] = []
+        self.const_memo: dict[Value, bool] = {}
 
     def fail(self, message: str, op: Op | None = None, function: str | None = None) -> None:
         loc = op.location() if op is not None else {"function": function}
@@ -67,16 +66,25 @@ class _Verifier:
                 self.fail(f"function registered as '{name}' is named '{fn.name}'", function=name)
             if fn.block.function is not fn:
                 self.fail("function block is not linked to its function", function=name)
-            self.verify_block(fn.block, visible=set(), fn_name=name)
+            self.verify_block(fn.block, set(), fn_name=name)
 
-    def verify_block(self, block: Block, visible: set[Value], fn_name: str) -> None:
-        scope = set(visible)
+    def verify_block(self, block: Block, scope: set[Value], fn_name: str) -> None:
+        """Check ``block`` with ``scope`` holding the values visible from outside; the values the
+        block defines are added while it is checked and removed after (no copy per block)."""
+        defined: list[Value] = []
+        try:
+            self._verify_block(block, scope, defined, fn_name)
+        finally:
+            scope.difference_update(defined)
+
+    def _verify_block(self, block: Block, scope: set[Value], defined: list[Value], fn_name: str) -> None:
         for i, v in enumerate(block.inputs):
             if v.owner is not block or v.producer is not None or v.index != i:
                 self.fail(f"block input '{v.name}' is not linked to its block", function=fn_name)
             if v in scope:
                 self.fail(f"value '{v.name}' defined twice", function=fn_name)
             scope.add(v)
+            defined.append(v)
         for op in block.ops:
             if op.block is not block:
                 self.fail("op is not linked to its block", op)
@@ -106,6 +114,7 @@ class _Verifier:
                         if got is not v:
                             self.fail(f"stale use of '{v.name}' recorded for op '{u.user.name}'", op)
                 scope.add(v)
+                defined.append(v)
         for i, v in enumerate(block.outputs):
             if v not in scope:
                 self.fail(f"block output '{v.name}' is not visible in the block", function=fn_name)

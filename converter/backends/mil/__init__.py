@@ -103,7 +103,7 @@ def _interface_needs(prog: Program) -> list[tuple[int, str]]:
 
 def required_opset(prog: Program) -> str:
     """The lowest opset in which every op of the program, and its inputs/outputs, can be written."""
-    memo: dict[int, bool] = {}
+    memo: dict[Value, bool] = {}
     need = 0
     for fn in prog.functions.values():
         for op in fn.walk():
@@ -130,13 +130,14 @@ def decompressed_for(prog: Program, target: str) -> set[Op]:
     return out
 
 
-def check_target(prog: Program, target: str) -> None:
+def check_target(prog: Program, target: str, decompressed: set[Op] | None = None) -> None:
     """Raise one UnsupportedError listing every op (and parameter) the target opset lacks, and every
     function input/output (fp16, int8, states) a model of that target cannot have."""
     opset_index(target)
-    memo: dict[int, bool] = {}
+    memo: dict[Value, bool] = {}
     problems: list[str] = []
-    decompressed = decompressed_for(prog, target)
+    if decompressed is None:
+        decompressed = decompressed_for(prog, target)
     for fn in prog.functions.values():
         for op in fn.walk():
             if op in decompressed:
@@ -174,15 +175,29 @@ class _Names:
 
     Sibling blocks (a cond's two branches, a loop's cond and body) are separate scopes and may
     reuse each other's names, as coremltools' own programs do; names defined after an op never
-    reuse a name from inside its blocks.
+    reuse a name from inside its blocks. Scopes are chained (a child sees its parent's names
+    without copying them); ``absorb`` adds a finished child's names to its parent.
     """
 
-    def __init__(self, taken: set[str] | None = None, of: dict[int, str] | None = None) -> None:
-        self.taken: set[str] = set(taken or ())
-        self.of: dict[int, str] = of if of is not None else {}
+    def __init__(self, parent: _Names | None = None) -> None:
+        self.parent = parent
+        self.taken: set[str] = set()
+        self.of: dict[Value, str] = parent.of if parent is not None else {}
+        self.next_suffix: dict[str, int] = parent.next_suffix if parent is not None else {}
 
     def child(self) -> _Names:
-        return _Names(self.taken, self.of)
+        return _Names(self)
+
+    def absorb(self, child: _Names) -> None:
+        self.taken |= child.taken
+
+    def is_taken(self, name: str) -> bool:
+        scope: _Names | None = self
+        while scope is not None:
+            if name in scope.taken:
+                return True
+            scope = scope.parent
+        return False
 
     @staticmethod
     def sanitize(name: str) -> str:
@@ -193,21 +208,24 @@ class _Names:
 
     def claim(self, base: str) -> str:
         base = self.sanitize(base)
-        name, n = base, 0
-        while name in self.taken:
-            n += 1
+        name = base
+        if self.is_taken(name):
+            n = self.next_suffix.get(base, 1)
+            while self.is_taken(f"{base}_{n}"):
+                n += 1
+            self.next_suffix[base] = n + 1
             name = f"{base}_{n}"
         self.taken.add(name)
         return name
 
     def define(self, v: Value) -> str:
-        got = self.of.get(id(v))
+        got = self.of.get(v)
         if got is None:
-            got = self.of[id(v)] = self.claim(v.name)
+            got = self.of[v] = self.claim(v.name)
         return got
 
     def __getitem__(self, v: Value) -> str:
-        return self.of[id(v)]
+        return self.of[v]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -226,7 +244,6 @@ class _Emitter:
     interpreter: Interpreter | None = None
 
     def program(self, prog: Program) -> MIL_pb2.Program:
-        self.decompress = decompressed_for(prog, self.target)
         self.skipped = {v.producer for op in self.decompress for v in op.input_values()
                         if v.producer is not None and all(u.user in self.decompress for u in v.uses)}
         self.interpreter = Interpreter(prog)
@@ -349,12 +366,13 @@ class _Emitter:
                                                **where) from None
                 else:
                     binding.name = names[v]
-        inner_names: set[str] = set()
+        inner = []
         for nested in op.blocks:
             scope = names.child()
             self.block(nested, out.blocks.add(), scope, fn)
-            inner_names |= scope.taken
-        names.taken |= inner_names
+            inner.append(scope)
+        for scope in inner:
+            names.absorb(scope)
         for v in op.outputs:
             nvt = out.outputs.add()
             nvt.name = names.define(v)
@@ -473,9 +491,10 @@ def program_to_model(prog: Program, *, target: str | None = None,
                      ) -> Model_pb2.Model:
     """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``)."""
     target = target or default_target(prog)
-    check_target(prog, target)
+    decompress = decompressed_for(prog, target)
+    check_target(prog, target, decompress)
     model = Model_pb2.Model()
-    emitter = _Emitter(target, store_blob)
+    emitter = _Emitter(target, store_blob, decompress=decompress)
     model.mlProgram.CopyFrom(emitter.program(prog))
     need = _describe(prog, model, emitter.signatures)
     model.specificationVersion = max(OPSET_TO_SPEC_VERSION[target], need)

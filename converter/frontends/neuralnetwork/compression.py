@@ -44,10 +44,11 @@ def _lut_value(ctx: LayerContext, codes: np.ndarray, lut: np.ndarray, nbits: int
     ).outputs[0]
 
 
-def compressed_weight(ctx: LayerContext, w: Weight, name: str, dtype: str) -> Value:
+def compressed_weight(ctx: LayerContext, w: Weight, name: str) -> Value:
+    """The fp32 value of quantized weights ``w`` (see the module docstring)."""
     dense_fallback = not ctx.state.options.keep_compression or opset_index(ctx.b.opset) < opset_index("iOS16")
     small = w.codes is not None and w.codes.size < MIN_COMPRESSED_ELEMENTS
-    if dtype != "fp32" or w.codes is None or dense_fallback or small or w.codes.dtype != np.uint8:
+    if w.codes is None or dense_fallback or small or w.codes.dtype != np.uint8:
         return ctx.b.const(w.decompressed(), "fp32", name=name)
     shape = w.shape
     if w.lut is not None:

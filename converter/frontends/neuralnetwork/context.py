@@ -34,7 +34,6 @@ class NetworkState:
     options: Options
     notes: list[str]
     values: dict[str, Value] = field(default_factory=dict)
-    weight_cache: dict[int, Value] = field(default_factory=dict)
 
     def note(self, message: str) -> None:
         if message not in self.notes:
@@ -85,6 +84,13 @@ class LayerContext:
             want = f"{lo}" if lo == hi else (f"{lo} or more" if hi < 0 else f"{lo} to {hi}")
             raise self.fail(f"takes {want} input(s), has {n}")
 
+    def expect_outputs(self, n: int, field: str | None = None) -> None:
+        """The layer lists ``n`` outputs (``field``: the parameter that asks for that many)."""
+        have = len(self.layer.output)
+        if have != n:
+            asks = f"{field} asks for" if field else "produces"
+            raise self.fail(f"{asks} {n} outputs, the layer lists {have}", field=field)
+
     def shape(self, v: Value) -> tuple:
         t = v.type
         if not isinstance(t, TensorType) or t.shape is None:
@@ -96,11 +102,36 @@ class LayerContext:
 
     # -- weights ---------------------------------------------------------------------------------
 
+    @property
+    def _payloads(self) -> Sequence[tuple[int, memoryview]]:
+        """The model file's weights kept out of the parsed message (weights.py reads them)."""
+        return self.converter.mf.payloads
+
+    def weight_count(self, wp: NeuralNetwork_pb2.WeightParams, what: str) -> int:
+        """How many weights ``wp`` holds (``weights.value_count``: payloads in the file included)."""
+        try:
+            return wmod.value_count(wp, self._payloads)
+        except wmod.WeightError as e:
+            raise self.fail(f"{what}: {e}", field=what) from None
+
+    def weight_holds(self, wp: NeuralNetwork_pb2.WeightParams, count: int, what: str) -> bool:
+        """Whether ``wp`` holds exactly ``count`` weights (``weights.holds``)."""
+        try:
+            return wmod.holds(wp, count, self._payloads)
+        except wmod.WeightError as e:
+            raise self.fail(f"{what}: {e}", field=what) from None
+
+    def weight_encoding(self, wp: NeuralNetwork_pb2.WeightParams, what: str) -> str | None:
+        """The field ``wp`` holds its values in (``weights.encoding``)."""
+        try:
+            return wmod.encoding(wp, self._payloads)
+        except wmod.WeightError as e:
+            raise self.fail(f"{what}: {e}", field=what) from None
+
     def weight_data(self, wp: NeuralNetwork_pb2.WeightParams, shape: Sequence[int], what: str,
                     *, axis: int = 0) -> wmod.Weight:
-        payloads = getattr(getattr(self.converter, "mf", None), "payloads", ())
         try:
-            return wmod.decode(wp, tuple(int(s) for s in shape), axis=axis, payloads=payloads)
+            return wmod.decode(wp, tuple(int(s) for s in shape), axis=axis, payloads=self._payloads)
         except wmod.WeightError as e:
             raise self.fail(f"{what}: {e}", field=what) from None
 
@@ -109,21 +140,19 @@ class LayerContext:
         """Dense fp32 values (for parameters a lowering must compute with)."""
         return self.weight_data(wp, shape, what, axis=axis).decompressed()
 
-    def weight(self, wp: NeuralNetwork_pb2.WeightParams, shape: Sequence[int], what: str, *, axis: int = 0,
-               dtype: str = "fp32") -> Value:
-        """An IR value of the weights in ``dtype`` (fp32 compute): a const, fp16 storage + cast, or a
-        constexpr decompression op when the options keep compression."""
+    def weight(self, wp: NeuralNetwork_pb2.WeightParams, shape: Sequence[int], what: str, *, axis: int = 0) -> Value:
+        """An fp32 IR value of the weights: a const, fp16 storage + cast, or a constexpr
+        decompression op when the options keep compression."""
         w = self.weight_data(wp, shape, what, axis=axis)
         name = f"{self.name}_{what}"
         if w.dense is not None:
-            if w.dense.dtype == np.float16 and dtype == "fp32":
+            if w.dense.dtype == np.float16:
                 stored = self.b.const(w.dense, "fp16", name=f"{name}_fp16")
                 return self.b.cast(x=stored, dtype="fp32", name=name)
-            return self.b.const(w.dense.astype(np.dtype(dtype if dtype != "fp32" else np.float32), copy=False), dtype,
-                                name=name)
+            return self.b.const(w.dense.astype(np.float32, copy=False), "fp32", name=name)
         from .compression import compressed_weight  # local: only models with quantized weights need it
 
-        return compressed_weight(self, w, name, dtype)
+        return compressed_weight(self, w, name)
 
     # -- errors and notes ------------------------------------------------------------------------
 

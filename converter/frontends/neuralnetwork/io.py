@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from ...errors import FormatError
 from ...formats import description as desc
 from ...formats.proto import FeatureTypes_pb2, NeuralNetwork_pb2
 from ...ir.builder import Builder
@@ -30,8 +31,10 @@ def _cast_fp32(b: Builder, v: Value, name: str) -> Value:
     return v
 
 
-def preprocess_image(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, pre: list[Any], name: str) -> Value:
-    """Scaler and mean-image preprocessing on a [1, C, H, W] image tensor (the spec's formulas)."""
+def preprocess_image(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, pre: list[Any], name: str, *,
+                     file: str | None = None) -> Value:
+    """Scaler and mean-image preprocessing on a [1, C, H, W] image tensor (the spec's formulas);
+    a FormatError (in ``file``) when an entry does not fit the image."""
     channels = desc.image_channels(ft)
     bgr = ft.imageType.colorSpace == desc.IMAGE.BGR
     for p in pre:
@@ -50,17 +53,19 @@ def preprocess_image(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, pre
             mean = np.asarray(p.meanImage.meanImage, np.float32)
             shape = v.type.shape
             if not all(is_static_dim(d) for d in shape[1:]) or mean.size != num_elements(shape[1:]):
-                raise ValueError(f"mean image has {mean.size} values for an image of shape {list(shape[1:])}")
+                raise FormatError(f"mean image of input '{name}' has {mean.size} values for an image of shape "
+                                  f"{[str(d) for d in shape[1:]]}", file=file, field="preprocessing.meanImage")
             v = b.sub(x=v, y=mean.reshape((1,) + tuple(int(d) for d in shape[1:])), name=f"{name}_mean")
     return v
 
 
 def to_network(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, *, rank5: bool, image_mapping: int,
-               preprocessing: list[Any], name: str) -> Value:
-    """A feature value (declared form) -> the tensor the network's layers consume."""
+               preprocessing: list[Any], name: str, file: str | None = None) -> Value:
+    """A feature value (declared form) -> the tensor the network's layers consume (``file``: for
+    errors)."""
     kind = desc.feature_kind(ft)
     if kind == "imageType":
-        v = preprocess_image(b, v, ft, preprocessing, name)
+        v = preprocess_image(b, v, ft, preprocessing, name, file=file)
         if image_mapping == RANK5_IMAGE:
             v = b.expand_dims(x=v, axes=[0], name=f"{name}_rank5")
         return v

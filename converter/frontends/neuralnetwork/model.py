@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import ConverterError, FormatError, UnsupportedError
+from ...errors import ConverterError, FormatError, TypeInferenceError, UnsupportedError
 from ...formats import description as desc
 from ...formats.model_file import ModelFile
 from ...formats.proto import Model_pb2, NeuralNetwork_pb2
@@ -180,6 +180,8 @@ class NetworkConverter:
             assert lower is not None, kind  # check_layers ran first
             try:
                 outs = lower(ctx)
+            except TypeInferenceError as e:  # an IR op refused what the layer gave it: a malformed layer
+                raise ctx.fail(f"{e.message} (in {e.op_type or 'op'} '{e.op}')") from None
             except ConverterError as e:
                 e.with_location(file=self.file, op=ctx.name, op_type=f"layer {kind}")
                 raise
@@ -204,12 +206,9 @@ class NetworkConverter:
         for f in model.description.input:
             if f.name not in features:
                 raise FormatError(f"network input '{f.name}' is not produced by an earlier stage", file=self.file)
-            try:
-                state.values[f.name] = io.to_network(b, features[f.name], f.type, rank5=rank5,
-                                                     image_mapping=nn.imageInputShapeMapping,
-                                                     preprocessing=pre.get(f.name, []), name=f.name)
-            except ValueError as e:
-                raise FormatError(str(e), file=self.file, field=f"preprocessing {f.name}") from None
+            state.values[f.name] = io.to_network(b, features[f.name], f.type, rank5=rank5,
+                                                 image_mapping=nn.imageInputShapeMapping,
+                                                 preprocessing=pre.get(f.name, []), name=f.name, file=self.file)
         self.convert_layers(state, nn.layers, b)
         kind = model.WhichOneof("Type")
         d = model.description
@@ -305,7 +304,7 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
         v = features.get(f.name)
         if v is None:
             raise FormatError(f"model output '{f.name}' is not produced", file=file, field="description.output")
-        outs.append(_named_output(b, v, f.name, fn))
+        outs.append(_named_output(b, v, f.name, fn, outs))
         fn.output_info[f.name] = FeatureInfo(f.name, f.type.SerializeToString(), f.shortDescription)
     fn.block.set_outputs(outs)
     DeadCodeElimination().run(prog)
@@ -336,24 +335,21 @@ def _symbols(t: Type) -> list[Symbol]:
     return t.symbols() if isinstance(t, TensorType) else []
 
 
-def _named_output(b: Builder, v: Value, name: str, fn: Function) -> Value:
-    """The value under the feature's name (an identity when the name is taken or it is an input)."""
-    if v.name == name and not v.is_block_input:
+def _named_output(b: Builder, v: Value, name: str, fn: Function, outputs: list[Value]) -> Value:
+    """The value under the feature's name: ``v`` itself, renamed, unless it cannot take the name
+    (it already serves as one of ``outputs``, under its own feature's name, or it is a function
+    input): then an identity of it. A value that holds the name already gives it up, unless it is
+    a function input (the identity is then ``{name}_out``)."""
+    shared = v.is_block_input or any(o is v for o in outputs)
+    if v.name == name and not shared:
         return v
-    holder = next((x for x in _all_values(fn) if x.name == name and x is not v), None)
-    if holder is None and not v.is_block_input:
+    holder = next((x for x in fn.values() if x.name == name and x is not v), None)
+    if holder is None and not shared:
         v.name = name
         b.names.taken.add(name)
         return v
-    if holder is not None and not holder.is_block_input:
+    holder_is_input = holder is not None and any(holder is x for x in fn.inputs)
+    if holder is not None and not holder_is_input:
         holder.name = b.names.unique(f"{name}_inner")
         b.names.taken.discard(name)  # the name is free again: the identity below takes it
-    out = b.identity(x=v, name=name if holder is None or not holder.is_block_input else f"{name}_out")
-    return out
-
-
-def _all_values(fn: Function) -> Iterator[Value]:
-    yield from fn.inputs
-    for op in fn.walk():
-        yield from op.outputs
-
+    return b.identity(x=v, name=f"{name}_out" if holder_is_input else name)

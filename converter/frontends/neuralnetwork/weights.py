@@ -84,6 +84,74 @@ def _external(wp: NeuralNetwork_pb2.WeightParams, payloads: Sequence[tuple[int, 
     return out
 
 
+def _encoding(wp: NeuralNetwork_pb2.WeightParams, external: dict[str, memoryview]) -> str | None:
+    """The one encoding ``wp`` holds its values in (None when it holds none)."""
+    kinds = [k for k, present in (("floatValue", len(wp.floatValue) > 0), ("float16Value", len(wp.float16Value) > 0),
+                                  ("rawValue", len(wp.rawValue) > 0), ("int8RawValue", len(wp.int8RawValue) > 0))
+             if present or k in external]
+    if len(kinds) > 1:
+        raise WeightError(f"weights are set in several encodings at once: {', '.join(kinds)}")
+    return kinds[0] if kinds else None
+
+
+def encoding(wp: NeuralNetwork_pb2.WeightParams, payloads: Sequence[tuple[int, memoryview]] = ()) -> str | None:
+    """The field ``wp`` holds its values in (``floatValue``, ``float16Value``, ``rawValue`` or
+    ``int8RawValue``), payloads left in the model file included; None when it holds none.
+    Raises WeightError when several are set."""
+    return _encoding(wp, _external(wp, payloads))
+
+
+def value_count(wp: NeuralNetwork_pb2.WeightParams, payloads: Sequence[tuple[int, memoryview]] = ()) -> int:
+    """How many weights ``wp`` holds, payloads left in the model file included (0 when none).
+
+    Exact for every encoding but n-bit codes packed below 8 bits, whose last byte may end in
+    padding: for those it is the most codes the bytes hold (``holds`` tells whether a given count
+    fits). Raises WeightError when ``wp`` is inconsistent in a way that hides the count (several
+    encodings, a marker of a payload the file lacks, an odd byte count)."""
+    external = _external(wp, payloads)
+    kind = _encoding(wp, external)
+    if kind is None:
+        return 0
+    if kind in external:
+        data = external[kind]
+        size = 4 if kind == "floatValue" else 2
+        if len(data) % size:
+            raise WeightError(f"{kind} of {len(data)} bytes is not a whole number of values")
+        return len(data) // size
+    if kind == "floatValue":
+        return len(wp.floatValue)
+    if kind == "float16Value":
+        if len(wp.float16Value) % 2:
+            raise WeightError(f"float16Value has an odd number of bytes ({len(wp.float16Value)})")
+        return len(wp.float16Value) // 2
+    if kind == "int8RawValue":
+        return len(wp.int8RawValue)
+    nbits = _code_bits(wp)
+    if nbits is None:  # fp32 bytes
+        if len(wp.rawValue) % 4:
+            raise WeightError(f"rawValue of {len(wp.rawValue)} bytes is not a whole number of fp32 values")
+        return len(wp.rawValue) // 4
+    return len(wp.rawValue) * 8 // nbits
+
+
+def holds(wp: NeuralNetwork_pb2.WeightParams, count: int, payloads: Sequence[tuple[int, memoryview]] = ()) -> bool:
+    """Whether ``wp`` holds exactly ``count`` weights (n-bit codes: in ``ceil(count * n / 8)`` bytes)."""
+    nbits = _code_bits(wp) if encoding(wp, payloads) == "rawValue" else None
+    if nbits is not None and nbits < 8:
+        return len(wp.rawValue) == (count * nbits + 7) // 8
+    return value_count(wp, payloads) == count
+
+
+def _code_bits(wp: NeuralNetwork_pb2.WeightParams) -> int | None:
+    """The bits per code of quantized weights (None for unquantized ones)."""
+    if not wp.HasField("quantization"):
+        return None
+    nbits = int(wp.quantization.numberOfBits) or 8
+    if not 1 <= nbits <= 8:
+        raise WeightError(f"numberOfBits {nbits} is outside 1..8")
+    return nbits
+
+
 def decode(wp: NeuralNetwork_pb2.WeightParams, shape: tuple[int, ...], *, axis: int = 0,
            payloads: Sequence[tuple[int, memoryview]] = ()) -> Weight:
     """Decode ``wp`` holding ``prod(shape)`` weights; raises WeightError on any inconsistency.
@@ -92,16 +160,11 @@ def decode(wp: NeuralNetwork_pb2.WeightParams, shape: tuple[int, ...], *, axis: 
     count = int(np.prod(shape)) if shape else 1
     q = wp.quantization if wp.HasField("quantization") else None
     external = _external(wp, payloads)
-    kinds = [k for k, present in (("floatValue", len(wp.floatValue) > 0), ("float16Value", len(wp.float16Value) > 0),
-                                  ("rawValue", len(wp.rawValue) > 0), ("int8RawValue", len(wp.int8RawValue) > 0))
-             if present or k in external]
-    if len(kinds) > 1:
-        raise WeightError(f"weights are set in several encodings at once: {', '.join(kinds)}")
-    if not kinds:
+    kind = _encoding(wp, external)
+    if kind is None:
         if count == 0:
             return Weight(shape, dense=np.zeros(shape, np.float32))
         raise WeightError(f"no weight values ({count} expected)")
-    kind = kinds[0]
     if kind == "floatValue":
         arr = (np.frombuffer(external[kind], dtype="<f4") if kind in external
                else np.asarray(wp.floatValue, dtype=np.float32))

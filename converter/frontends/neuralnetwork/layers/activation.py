@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.core import Value
+from ....ir.types import is_static_dim
 from ..context import LayerContext
 from ..registry import lowers
 
@@ -13,10 +14,15 @@ def _per_channel(ctx: LayerContext, x: Value, wp, what: str) -> np.ndarray:
     """A [C] or [1] parameter shaped to broadcast over axis -3 of ``x`` (the channel axis)."""
     rank = ctx.rank(x)
     c = ctx.shape(x)[-3] if rank >= 3 else None
-    n = len(wp.floatValue) or (len(wp.float16Value) // 2) or (len(wp.rawValue) // 4)
+    if c is not None and is_static_dim(c) and ctx.weight_holds(wp, int(c), what):
+        n = int(c)
+    elif ctx.weight_holds(wp, 1, what):
+        n = 1
+    else:
+        n = ctx.weight_count(wp, what)
+        if c is None or is_static_dim(c):
+            raise ctx.fail(f"{what} has {n} values for {c} channels", field=what)
     vals = ctx.weight_array(wp, (n,), what)
-    if n != 1 and (c is None or (isinstance(c, int) and n != c)):
-        raise ctx.fail(f"{what} has {n} values for {c} channels", field=what)
     return vals.reshape((-1, 1, 1)) if rank >= 3 else vals
 
 

@@ -24,7 +24,6 @@ from .shape import (
     IntArg,
     as_int32,
     as_scalar,
-    checked,
     const_ints,
     const_value,
     is_static,
@@ -44,11 +43,6 @@ _SCATTER_MODES = {
     nn.SCATTER_MAX: "max",
     nn.SCATTER_MIN: "min",
 }
-
-
-def _expect_outputs(ctx: LayerContext, n: int) -> None:
-    if len(ctx.layer.output) != n:
-        raise ctx.fail(f"produces {n} outputs, the layer lists {len(ctx.layer.output)}")
 
 
 def _const_input(ctx: LayerContext, i: int, what: str) -> list[int] | None:
@@ -89,7 +83,6 @@ def _check_lengths(ctx: LayerContext, rank: int, **fields: Sequence[Any]) -> Non
 
 
 @lowers("slice")
-@checked
 def slice_(ctx: LayerContext) -> Value:
     """x[startIndex:endIndex:stride] along C, H or W (numpy semantics: negative indices count
     from the end, endIndex is exclusive, -1 stops before the last element)."""
@@ -117,7 +110,6 @@ def slice_(ctx: LayerContext) -> Value:
 
 
 @lowers("sliceStatic")
-@checked
 def slice_static(ctx: LayerContext) -> Value:
     """numpy-style strided slice; a mask drops its bound, squeezeMasks takes one element."""
     p = ctx.params
@@ -131,7 +123,6 @@ def slice_static(ctx: LayerContext) -> Value:
 
 
 @lowers("sliceDynamic")
-@checked
 def slice_dynamic(ctx: LayerContext) -> Value:
     """sliceStatic with begin ids from input 2; inputs 3-7, when present, replace endIds,
     strides, beginMasks, endMasks and squeezeMasks (a replaced field is ignored)."""
@@ -158,7 +149,6 @@ def slice_dynamic(ctx: LayerContext) -> Value:
 
 
 @lowers("sliceBySize")
-@checked
 def slice_by_size(ctx: LayerContext) -> Value:
     """x[..., begin:begin + size, ...] along ``axis``, begin from the second input."""
     ctx.expect_inputs(2)
@@ -193,7 +183,6 @@ def _scatter_mode(ctx: LayerContext) -> str:
 
 
 @lowers("gather")
-@checked
 def gather(ctx: LayerContext) -> Value:
     """numpy.take(data, indices, axis): rank(data) - 1 + rank(indices); negative indices count
     from the end."""
@@ -204,7 +193,6 @@ def gather(ctx: LayerContext) -> Value:
 
 
 @lowers("scatter")
-@checked
 def scatter(ctx: LayerContext) -> Value:
     """output = container; output[..., indices[i...], ...] (mode)= updates[..., i..., ...] along
     ``axis``, one update after another in row-major order. Indices of rank > 1 are flattened
@@ -238,7 +226,6 @@ def scatter(ctx: LayerContext) -> Value:
 
 
 @lowers("gatherND")
-@checked
 def gather_nd(ctx: LayerContext) -> Value:
     """output[i, ..., j, :] = params[indices[i, ..., j, :], :]: shape indices.shape[:-1] +
     params.shape[indices.shape[-1]:]."""
@@ -247,7 +234,6 @@ def gather_nd(ctx: LayerContext) -> Value:
 
 
 @lowers("scatterND")
-@checked
 def scatter_nd(ctx: LayerContext) -> Value:
     ctx.expect_inputs(3)
     return ctx.b.scatter_nd(data=ctx.input(0), indices=as_int32(ctx, ctx.input(1), "indices"), updates=ctx.input(2),
@@ -255,7 +241,6 @@ def scatter_nd(ctx: LayerContext) -> Value:
 
 
 @lowers("gatherAlongAxis")
-@checked
 def gather_along_axis(ctx: LayerContext) -> Value:
     """numpy.take_along_axis."""
     ctx.expect_inputs(2)
@@ -265,7 +250,6 @@ def gather_along_axis(ctx: LayerContext) -> Value:
 
 
 @lowers("scatterAlongAxis")
-@checked
 def scatter_along_axis(ctx: LayerContext) -> Value:
     """numpy.put_along_axis with an accumulation mode."""
     ctx.expect_inputs(3)
@@ -280,7 +264,6 @@ def scatter_along_axis(ctx: LayerContext) -> Value:
 
 
 @lowers("reverse")
-@checked
 def reverse(ctx: LayerContext) -> Value:
     """numpy.flip along the dims whose reverseDim entry is true (one entry per dim)."""
     x = ctx.input()
@@ -293,7 +276,6 @@ def reverse(ctx: LayerContext) -> Value:
 
 
 @lowers("reverseSeq")
-@checked
 def reverse_seq(ctx: LayerContext) -> Value:
     """For each b along batchAxis, reverse the first seq_lengths[b] elements along sequenceAxis."""
     ctx.expect_inputs(2)
@@ -309,7 +291,6 @@ def reverse_seq(ctx: LayerContext) -> Value:
 
 
 @lowers("whereNonZero")
-@checked
 def where_non_zero(ctx: LayerContext) -> Value:
     """[N, rank] indices of the non-zero elements in row-major order."""
     idx = ctx.b.non_zero(x=ctx.input(), name=f"{ctx.name}_int")
@@ -317,7 +298,6 @@ def where_non_zero(ctx: LayerContext) -> Value:
 
 
 @lowers("oneHot")
-@checked
 def one_hot(ctx: LayerContext) -> Value:
     """onValue where the vector position equals the index, offValue elsewhere (an index outside
     [0, size) gives all offValue); the vector dim sits at ``axis`` of the output. A second input
@@ -338,7 +318,6 @@ def one_hot(ctx: LayerContext) -> Value:
 
 
 @lowers("matrixBandPart")
-@checked
 def matrix_band_part(ctx: LayerContext) -> Value:
     """Keep numLower sub- and numUpper super-diagonals of each inner matrix (negative = all)."""
     x = ctx.input()
@@ -376,14 +355,12 @@ def _triangle(ctx: LayerContext, k: int, upper: bool) -> Value:
 
 
 @lowers("upperTriangular")
-@checked
 def upper_triangular(ctx: LayerContext) -> Value:
     """numpy.triu(x, k): zero below diagonal k (k > 0 above the main diagonal)."""
     return _triangle(ctx, int(ctx.params.k), upper=True)
 
 
 @lowers("lowerTriangular")
-@checked
 def lower_triangular(ctx: LayerContext) -> Value:
     """numpy.tril(x, k): zero above diagonal k (k < 0 below the main diagonal)."""
     return _triangle(ctx, int(ctx.params.k), upper=False)
@@ -394,13 +371,12 @@ def lower_triangular(ctx: LayerContext) -> Value:
 
 
 @lowers("topK")
-@checked
 def top_k(ctx: LayerContext) -> Sequence[Value]:
     """The K largest (smallest with useBottomK) values along ``axis`` and their indices, sorted;
     ties keep index order. A second input replaces K: a run-time K takes the first K entries of a
     full argsort (MIL topk needs a const k)."""
     ctx.expect_inputs(1, 2)
-    _expect_outputs(ctx, 2)
+    ctx.expect_outputs(2)
     p, b, n = ctx.params, ctx.b, ctx.name
     x = ctx.input()
     shape = ctx.shape(x)
@@ -438,19 +414,16 @@ def _arg_reduce(ctx: LayerContext, op: str) -> Value:
 
 
 @lowers("argMax")
-@checked
 def arg_max(ctx: LayerContext) -> Value:
     return _arg_reduce(ctx, "reduce_argmax")
 
 
 @lowers("argMin")
-@checked
 def arg_min(ctx: LayerContext) -> Value:
     return _arg_reduce(ctx, "reduce_argmin")
 
 
 @lowers("argSort")
-@checked
 def arg_sort(ctx: LayerContext) -> Value:
     """Indices sorting ``axis`` ascending (descending with ``descending``); ties keep index
     order. The spec asks for 0 <= axis < rank; a negative axis counts from the end."""
@@ -461,7 +434,6 @@ def arg_sort(ctx: LayerContext) -> Value:
 
 
 @lowers("cumSum")
-@checked
 def cum_sum(ctx: LayerContext) -> Value:
     """Cumulative sum along ``axis`` (a second input replaces it); excludeFinalSum shifts by one
     (starts at 0), reverse sums from the end. A run-time axis selects among the cumulative sums
@@ -502,13 +474,12 @@ def _const_float(ctx: LayerContext, i: int, what: str, default: float) -> float:
 
 
 @lowers("NonMaximumSuppression")
-@checked
 def non_maximum_suppression(ctx: LayerContext) -> Sequence[Value]:
     """Greedy NMS per batch over center-size boxes [B, N, 4] with scores [B, N, C]: outputs boxes,
     scores, indices (padded with -1) and per-batch counts. Inputs 3-5 replace iouThreshold,
     scoreThreshold and maxBoxes; MIL takes them as consts, so they must be constant."""
     ctx.expect_inputs(2, 5)
-    _expect_outputs(ctx, 4)
+    ctx.expect_outputs(4)
     p = ctx.params
     boxes, scores = ctx.input(0), ctx.input(1)
     for v, what in ((boxes, "boxes"), (scores, "scores")):

@@ -24,7 +24,8 @@ from ..registry import lowers
 def _check_int8_dynamic(ctx: LayerContext, wp: NeuralNetwork_pb2.WeightParams) -> None:
     """The weights ``int8DynamicQuantize`` needs: int8RawValue codes with linear quantization."""
     q = wp.quantization if wp.HasField("quantization") else None
-    if not len(wp.int8RawValue) or q is None or q.WhichOneof("QuantizationType") != "linearQuantization":
+    if (ctx.weight_encoding(wp, "weights") != "int8RawValue" or q is None
+            or q.WhichOneof("QuantizationType") != "linearQuantization"):
         raise ctx.fail("int8DynamicQuantize needs int8RawValue weights with linear quantization parameters",
                        field="weights")
     ctx.note(f"layer '{ctx.name}': int8DynamicQuantize: weights are dequantized exactly; Core ML's run-time int8 "

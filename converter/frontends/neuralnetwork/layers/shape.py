@@ -12,13 +12,11 @@ The helpers at the top are shared with indexing.py.
 
 from __future__ import annotations
 
-import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
-from ....errors import TypeInferenceError
 from ....formats.proto import NeuralNetwork_pb2 as nn
 from ....ir.core import Value
 from ....ir.types import is_static_dim
@@ -30,20 +28,6 @@ IntArg = Value | np.ndarray  # an int32 operand: a literal (known at compile tim
 
 # ---------------------------------------------------------------------------------------------
 # helpers (shared with indexing.py)
-
-
-def checked(fn: Callable[[LayerContext], Any]) -> Callable[[LayerContext], Any]:
-    """Report an IR op's rejection of the layer's shapes or parameters as a malformed layer
-    (FormatError naming the layer), with the op's own reason."""
-
-    @functools.wraps(fn)
-    def wrapper(ctx: LayerContext) -> Any:
-        try:
-            return fn(ctx)
-        except TypeInferenceError as e:
-            raise ctx.fail(f"{e.message} (in {e.op_type or 'op'} '{e.op}')") from None
-
-    return wrapper
 
 
 def norm_axis(ctx: LayerContext, axis: int, rank: int, what: str = "axis", *, extra: int = 0) -> int:
@@ -144,17 +128,11 @@ def vector_length(ctx: LayerContext, v: IntArg, what: str) -> int:
     return int(shape[0])
 
 
-def _expect_outputs(ctx: LayerContext, n: int, field: str) -> None:
-    if len(ctx.layer.output) != n:
-        raise ctx.fail(f"{field} asks for {n} outputs, the layer lists {len(ctx.layer.output)}", field=field)
-
-
 # ---------------------------------------------------------------------------------------------
 # classic layers: rank-5 semantics (spec <= 3), axes counted from the end in ND networks
 
 
 @lowers("reshape")
-@checked
 def reshape(ctx: LayerContext) -> Value:
     """Rank 5 in and out. CHANNEL_FIRST: the row-major data of each [C, H, W] (3-element target)
     or of the whole [Seq, C, H, W] (4-element target) takes the target shape. CHANNEL_LAST: the
@@ -180,7 +158,6 @@ def reshape(ctx: LayerContext) -> Value:
 
 
 @lowers("flatten")
-@checked
 def flatten(ctx: LayerContext) -> Value:
     """[..., C, H, W] -> [..., C*H*W, 1, 1] (leading dims are batch); CHANNEL_LAST reads the
     data of each [C, H, W] in [H, W, C] order."""
@@ -192,7 +169,6 @@ def flatten(ctx: LayerContext) -> Value:
 
 
 @lowers("permute")
-@checked
 def permute(ctx: LayerContext) -> Value:
     """``axis`` permutes [Seq, C, H, W] (indices 0..3) of a rank-5 [Seq, Batch, C, H, W]
     tensor; Batch (axis 1 of the rank-5 view) stays in place. Empty = identity."""
@@ -207,7 +183,6 @@ def permute(ctx: LayerContext) -> Value:
 
 
 @lowers("concat")
-@checked
 def concat(ctx: LayerContext) -> Value:
     """Join along C (axis -3), or along Seq (axis -5) with sequenceConcat."""
     ctx.expect_inputs(2, -1)
@@ -219,13 +194,12 @@ def concat(ctx: LayerContext) -> Value:
 
 
 @lowers("split")
-@checked
 def split(ctx: LayerContext) -> Sequence[Value]:
     """nOutputs equal parts along C (axis -3); 0 means one part per listed output."""
     x = ctx.input()
     need_rank(ctx, x, 3)
     n = int(ctx.params.nOutputs) or len(ctx.layer.output)
-    _expect_outputs(ctx, n, "nOutputs")
+    ctx.expect_outputs(n, "nOutputs")
     c = ctx.shape(x)[-3]
     if is_static_dim(c) and int(c) % n:
         raise ctx.fail(f"{c} channels do not split into {n} equal parts", field="nOutputs")
@@ -235,7 +209,6 @@ def split(ctx: LayerContext) -> Sequence[Value]:
 
 
 @lowers("sequenceRepeat")
-@checked
 def sequence_repeat(ctx: LayerContext) -> Value:
     """Repeat the whole sequence (axis -5) nRepetitions times: [s0, s1, s0, s1, ...]."""
     x = ctx.input()
@@ -251,7 +224,6 @@ def sequence_repeat(ctx: LayerContext) -> Value:
 
 
 @lowers("transpose")
-@checked
 def transpose(ctx: LayerContext) -> Value:
     x = ctx.input()
     axes = [int(a) for a in ctx.params.axes]
@@ -262,7 +234,6 @@ def transpose(ctx: LayerContext) -> Value:
 
 
 @lowers("tile")
-@checked
 def tile(ctx: LayerContext) -> Value:
     """reps (a second input overrides the field) shorter than the rank get leading 1s."""
     ctx.expect_inputs(1, 2)
@@ -287,7 +258,6 @@ def tile(ctx: LayerContext) -> Value:
 
 
 @lowers("stack")
-@checked
 def stack(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2, -1)
     r = ctx.rank(ctx.input())
@@ -296,7 +266,6 @@ def stack(ctx: LayerContext) -> Value:
 
 
 @lowers("concatND")
-@checked
 def concat_nd(ctx: LayerContext) -> Value:
     """Join along ``axis``; ``interleave`` takes one slice of each input in turn (equal shapes)."""
     ctx.expect_inputs(2, -1)
@@ -306,7 +275,6 @@ def concat_nd(ctx: LayerContext) -> Value:
 
 
 @lowers("splitND")
-@checked
 def split_nd(ctx: LayerContext) -> Sequence[Value]:
     """splitSizes (when given; numSplits is then ignored) or numSplits equal parts along axis."""
     p = ctx.params
@@ -314,12 +282,12 @@ def split_nd(ctx: LayerContext) -> Sequence[Value]:
     axis = norm_axis(ctx, int(p.axis), ctx.rank(x))
     if p.splitSizes:
         sizes = [int(s) for s in p.splitSizes]
-        _expect_outputs(ctx, len(sizes), "splitSizes")
+        ctx.expect_outputs(len(sizes), "splitSizes")
         if len(sizes) == 1:
             return [ctx.b.identity(x=x, name=ctx.name)]
         return list(ctx.b.split(x=x, split_sizes=sizes, axis=axis, name=ctx.name))
     n = int(p.numSplits)
-    _expect_outputs(ctx, n, "numSplits")
+    ctx.expect_outputs(n, "numSplits")
     if n == 1:
         return [ctx.b.identity(x=x, name=ctx.name)]
     return list(ctx.b.split(x=x, num_splits=n, axis=axis, name=ctx.name))
@@ -330,7 +298,6 @@ def split_nd(ctx: LayerContext) -> Sequence[Value]:
 
 
 @lowers("squeeze")
-@checked
 def squeeze(ctx: LayerContext) -> Value:
     """Remove the listed unit dims, or every static unit dim with squeezeAll (or no axes; a
     symbolic dim is assumed not to be 1). Nothing left gives shape [1]: there is no rank 0."""
@@ -363,7 +330,6 @@ def squeeze(ctx: LayerContext) -> Value:
 
 
 @lowers("expandDims")
-@checked
 def expand_dims(ctx: LayerContext) -> Value:
     """Unit dims at ``axes`` of the output (negative axes count in the output rank)."""
     axes = [int(a) for a in ctx.params.axes]
@@ -373,14 +339,12 @@ def expand_dims(ctx: LayerContext) -> Value:
 
 
 @lowers("flattenTo2D")
-@checked
 def flatten_to_2d(ctx: LayerContext) -> Value:
     """[prod(shape[:axis]), prod(shape[axis:])], -rank <= axis <= rank."""
     return ctx.b.flatten2d(x=ctx.input(), axis=int(ctx.params.axis), name=ctx.name)
 
 
 @lowers("reshapeStatic")
-@checked
 def reshape_static(ctx: LayerContext) -> Value:
     target = [int(t) for t in ctx.params.targetShape]
     if not target:
@@ -389,7 +353,6 @@ def reshape_static(ctx: LayerContext) -> Value:
 
 
 @lowers("rankPreservingReshape")
-@checked
 def rank_preserving_reshape(ctx: LayerContext) -> Value:
     """targetShape of the input's rank: 0 keeps the input dim at that index, one -1 is inferred."""
     x = ctx.input()
@@ -400,7 +363,6 @@ def rank_preserving_reshape(ctx: LayerContext) -> Value:
 
 
 @lowers("reshapeLike")
-@checked
 def reshape_like(ctx: LayerContext) -> Value:
     """The first input with the shape of the second (whose values are not used)."""
     ctx.expect_inputs(2)
@@ -408,7 +370,6 @@ def reshape_like(ctx: LayerContext) -> Value:
 
 
 @lowers("reshapeDynamic")
-@checked
 def reshape_dynamic(ctx: LayerContext) -> Value:
     """The first input with the shape held by the second (a 1-D tensor)."""
     ctx.expect_inputs(2)
@@ -418,7 +379,6 @@ def reshape_dynamic(ctx: LayerContext) -> Value:
 
 
 @lowers("getShape")
-@checked
 def get_shape(ctx: LayerContext) -> Value:
     s = ctx.b.shape(x=ctx.input(), name=f"{ctx.name}_int")
     return to_fp32(ctx, s, ctx.name)
@@ -433,13 +393,11 @@ def _fill(ctx: LayerContext, shape: IntArg, value: float) -> Value:
 
 
 @lowers("fillLike")
-@checked
 def fill_like(ctx: LayerContext) -> Value:
     return _fill(ctx, shape_vector(ctx, ctx.input(), "ref"), ctx.params.value)
 
 
 @lowers("fillStatic")
-@checked
 def fill_static(ctx: LayerContext) -> Value:
     ctx.expect_inputs(0)
     target = [int(t) for t in ctx.params.targetShape]
@@ -449,7 +407,6 @@ def fill_static(ctx: LayerContext) -> Value:
 
 
 @lowers("fillDynamic")
-@checked
 def fill_dynamic(ctx: LayerContext) -> Value:
     shape = as_int32(ctx, ctx.input(), "shape")
     vector_length(ctx, shape, "input 1 (shape)")
@@ -479,14 +436,12 @@ def _broadcast_to(ctx: LayerContext, target: IntArg) -> Value:
 
 
 @lowers("broadcastToLike")
-@checked
 def broadcast_to_like(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2)
     return _broadcast_to(ctx, shape_vector(ctx, ctx.input(1), "ref"))
 
 
 @lowers("broadcastToStatic")
-@checked
 def broadcast_to_static(ctx: LayerContext) -> Value:
     target = [int(t) for t in ctx.params.targetShape]
     if not target:
@@ -495,14 +450,12 @@ def broadcast_to_static(ctx: LayerContext) -> Value:
 
 
 @lowers("broadcastToDynamic")
-@checked
 def broadcast_to_dynamic(ctx: LayerContext) -> Value:
     ctx.expect_inputs(2)
     return _broadcast_to(ctx, as_int32(ctx, ctx.input(1), "shape"))
 
 
 @lowers("constantPad")
-@checked
 def constant_pad(ctx: LayerContext) -> Value:
     """Pad every dim i by (padAmounts[2i], padAmounts[2i+1]) with ``value`` (a second input
     overrides padAmounts). With padToGivenOutputSizeMode the non-zero entry of each pair is the
@@ -543,7 +496,6 @@ def constant_pad(ctx: LayerContext) -> Value:
 
 
 @lowers("rangeStatic")
-@checked
 def range_static(ctx: LayerContext) -> Value:
     """numpy.arange(startValue, endValue, stepSizeValue) in fp32."""
     ctx.expect_inputs(0)
@@ -555,7 +507,6 @@ def range_static(ctx: LayerContext) -> Value:
 
 
 @lowers("rangeDynamic")
-@checked
 def range_dynamic(ctx: LayerContext) -> Value:
     """Inputs in order end, start, step (scalars or shape (1,)); absent ones from the fields."""
     ctx.expect_inputs(1, 3)
