@@ -83,11 +83,14 @@ def _literal_dtype(spec: InputSpec | None, val: Any, domain_dtype: DType | None)
 class Builder:
     """Appends ops to a block (at the end, or before ``insert_before``)."""
 
-    def __init__(self, block: Block, *, insert_before: Op | None = None, names: NameScope | None = None) -> None:
+    def __init__(self, block: Block, *, insert_before: Op | None = None, names: NameScope | None = None,
+                 function: Function | None = None, opset: str | None = None) -> None:
+        """``function``/``opset`` default to those of the function owning ``block`` (a nested block
+        under construction is not attached yet: its builder is given them explicitly)."""
         self.block = block
-        fn = block.owning_function()
+        fn = function or block.owning_function()
         self.function = fn
-        self.opset = fn.opset if fn is not None else "iOS18"
+        self.opset = opset or (fn.opset if fn is not None else "iOS18")
         self.insert_before = insert_before
         self.names = names or NameScope(_function_names(fn))
         self._const_memo: dict[Value, bool] = {}
@@ -196,8 +199,8 @@ class Builder:
     # -- control flow ----------------------------------------------------------------------------
 
     def nested(self, block: Block) -> Builder:
-        """A builder for a nested block sharing this builder's name scope."""
-        return Builder(block, names=self.names)
+        """A builder for a nested block sharing this builder's function, opset and name scope."""
+        return Builder(block, names=self.names, function=self.function, opset=self.opset)
 
     def cond(
         self,
@@ -210,7 +213,6 @@ class Builder:
         blocks = []
         for fn in (true_fn, false_fn):
             blk = Block()
-            self._attach_scope(blk)
             outs = fn(self.nested(blk))
             blk.set_outputs(list(outs))
             blocks.append(blk)
@@ -229,7 +231,6 @@ class Builder:
         base = name or "while_loop"
         for i, fn in enumerate((cond_fn, body_fn)):
             blk = Block()
-            self._attach_scope(blk)
             args = [blk.new_input(self.names.unique(f"{base}_{'cond' if i == 0 else 'body'}_{v.name}"), v.type)
                     for v in loop_vars]
             outs = fn(self.nested(blk), *args)
@@ -237,12 +238,6 @@ class Builder:
             blocks.append(blk)
         op = self.add_op("while_loop", {"loop_vars": tuple(loop_vars)}, name=name, blocks=blocks)
         return tuple(op.outputs)
-
-    def _attach_scope(self, blk: Block) -> None:
-        # Temporarily parent the block so owning_function() works while it is being built.
-        holder = Op("_pending", None)
-        holder.block = self.block
-        blk.parent_op = holder
 
 
 def new_program(
