@@ -464,6 +464,77 @@ def test_branch_whose_results_nobody_reads(tmp_path: Path):
     assert "cond" not in op_types(prog)
 
 
+# -- conversion cost ------------------------------------------------------------------------------
+
+
+def _branches(n: int) -> Any:
+    """n branches in a row, each doubling acc when c is set."""
+
+    def body(b: Any) -> None:
+        b.add_copy("init", "x", "acc")
+        for i in range(n):
+            arm = nested(b.add_branch(f"branch{i}", "c").branch.ifBranch)
+            scale(arm, f"double{i}", "acc", f"acc{i}", 2.0)
+            arm.add_copy(f"write{i}", f"acc{i}", "acc")
+        b.add_copy("out", "acc", "y")
+
+    return model({"x": (3,), "c": (1,)}, ("y",), body)
+
+
+def test_control_flow_walks_the_model_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """What the layers of the model read is counted once per conversion, not once per branch or loop."""
+    from converter.frontends.neuralnetwork import model as nn_model
+
+    walks = []
+    iter_layers = nn_model.iter_layers
+
+    def counting(nn: Any, path: str = ""):
+        if not path:
+            walks.append(nn)
+        return iter_layers(nn, path)
+
+    monkeypatch.setattr(nn_model, "iter_layers", counting)
+    counts = []
+    for n in (2, 12):
+        walks.clear()
+        prog = load_spec(_branches(n), tmp_path)
+        outs = converter.run(prog, {"x": X, "c": np.array([1.0], np.float32)})
+        np.testing.assert_allclose(outs["y"], X * 2.0**n, rtol=1e-6)
+        counts.append(len(walks))
+    assert counts[0] == counts[1], counts
+
+
+def test_nested_loop_bodies_are_not_converted_exponentially(tmp_path: Path, monkeypatch: pytest.MonkeyPatch):
+    """Three nested loops, each producing a blob read after it (its initial value needs the blob's
+    type, which a probe conversion of the body finds): the innermost body is converted
+    depth + 1 = 4 times, not 2**3 = 8."""
+    from converter.frontends.neuralnetwork.registry import LOWERINGS, load_all
+
+    load_all()
+    activation = LOWERINGS["activation"]
+    innermost = []
+
+    def counting(ctx: Any) -> Any:
+        if ctx.name == "innermost":
+            innermost.append(ctx)
+        return activation(ctx)
+
+    monkeypatch.setitem(LOWERINGS, "activation", counting)
+
+    def body(b: Any) -> None:
+        net1 = nested(b.add_loop("loop1", max_iterations=2).loop.bodyNetwork)
+        net2 = nested(net1.add_loop("loop2", max_iterations=2).loop.bodyNetwork)
+        net3 = nested(net2.add_loop("loop3", max_iterations=2).loop.bodyNetwork)
+        net3.add_activation("innermost", "RELU", "x", "g3")
+        net2.add_copy("read_g3", "g3", "g2")
+        net1.add_copy("read_g2", "g2", "g1")
+        b.add_copy("read_g1", "g1", "y")
+
+    prog = load_spec(model({"x": (3,)}, ("y",), body), tmp_path)
+    assert len(innermost) == 4
+    np.testing.assert_array_equal(converter.run(prog, {"x": X})["y"], np.maximum(X, 0))
+
+
 def test_torch_bidirectional_gru_model(tmp_path: Path):
     """torch.nn.GRU(bidirectional) converted by coremltools into a NeuralNetwork (spec 4) that
     unrolls each direction as a loop layer whose body gathers a step, updates the state and writes

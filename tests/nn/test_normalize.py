@@ -212,6 +212,13 @@ def test_batched_matmul_two_inputs(tmp_path, rng, a_shape, b_shape, out_shape):
     close(outs["y"], np.matmul(a, bb).reshape(out_shape))
 
 
+def test_malformed_batched_matmul_shapes(tmp_path):
+    """An IR op refusing the layer's inputs: a FormatError naming the layer and its kind."""
+    b = builder({"a": (2, 3), "b": (4, 5)}, nd=True)
+    b.add_batched_mat_mul("bad_mm", ["a", "b"], "y")
+    assert_load_error(b.spec, tmp_path, "bad_mm", ["layer batchedMatmul", "3 != 4", "(in matmul 'bad_mm')"])
+
+
 @pytest.mark.parametrize("transpose_a,transpose_b", itertools.product([False, True], repeat=2))
 def test_batched_matmul_transposes(tmp_path, rng, transpose_a, transpose_b):
     a_shape, b_shape = (2, 3, 4), (4, 5)

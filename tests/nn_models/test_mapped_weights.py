@@ -117,3 +117,74 @@ def test_truncated_file_is_a_format_error(tmp_path: Path) -> None:
     cut.write_bytes(src.read_bytes()[: src.stat().st_size // 2])
     with pytest.raises(FormatError, match="protobuf decoding failed"):
         read_model_file(cut)
+
+
+# -- layers whose parameter count is read from the weights (a large one is left in the file) ------
+
+
+def _activation_model(tmp_path: Path, kind: str, channels: int, fp16: bool) -> tuple[Path, dict[str, np.ndarray]]:
+    """A bare .mlmodel of one PReLU / parametricSoftplus over [C, 2, 2] with per-channel parameters
+    large enough for the reader to leave in the file."""
+    from tests.nn.common import builder
+
+    rng = np.random.default_rng(0)
+    params = {"alpha": rng.uniform(0.1, 2.0, channels).astype(np.float32),
+              "beta": rng.uniform(0.1, 2.0, channels).astype(np.float32)}
+    nn = builder({"x": (channels, 2, 2)})
+    if kind == "PRELU":
+        nn.add_activation("act", kind, "x", "y", params=params["alpha"])
+    else:
+        nn.add_activation("act", kind, "x", "y", params=[params["alpha"], params["beta"]])
+    if fp16:
+        act = getattr(nn.spec.neuralNetwork.layers[0].activation, "PReLU" if kind == "PRELU" else "parametricSoftplus")
+        for what in ("alpha", "beta") if kind != "PRELU" else ("alpha",):
+            wp = getattr(act, what)
+            wp.ClearField("floatValue")
+            wp.float16Value = params[what].astype("<f2").tobytes()
+            params[what] = params[what].astype(np.float16).astype(np.float32)
+    path = tmp_path / f"{kind}.mlmodel"
+    path.write_bytes(nn.spec.SerializeToString())
+    return path, params
+
+
+@pytest.mark.parametrize("kind,channels,fp16", [("PRELU", 1024, False), ("PRELU", 2048, True),
+                                                ("PARAMETRICSOFTPLUS", 1024, False),
+                                                ("PARAMETRICSOFTPLUS", 2048, True)])
+def test_per_channel_activation_parameters_left_in_the_file(kind: str, channels: int, fp16: bool,
+                                                            tmp_path: Path) -> None:
+    import converter
+
+    path, params = _activation_model(tmp_path, kind, channels, fp16)
+    assert read_model_file(path).payloads  # the parameters are not in the parsed message
+    x = np.random.default_rng(1).standard_normal((channels, 2, 2)).astype(np.float32)
+    y = np.asarray(converter.run(converter.load(path), {"x": x})["y"]).reshape(x.shape)
+    alpha = params["alpha"].reshape(-1, 1, 1)
+    if kind == "PRELU":
+        want = np.maximum(x, 0) + alpha * np.minimum(x, 0)
+    else:
+        want = alpha * np.log1p(np.exp(params["beta"].reshape(-1, 1, 1) * x))
+    np.testing.assert_allclose(y, want, rtol=1e-5, atol=1e-6)
+
+
+def test_value_count_includes_the_weights_left_in_the_file(tmp_path: Path) -> None:
+    path, _ = _activation_model(tmp_path, "PRELU", 1024, False)
+    mf = read_model_file(path)
+    wp = mf.model.neuralNetwork.layers[0].activation.PReLU.alpha
+    assert len(wp.floatValue) == 0 and payload_indices(wp)
+    assert weights.value_count(wp, mf.payloads) == 1024
+    assert weights.holds(wp, 1024, mf.payloads) and not weights.holds(wp, 1, mf.payloads)
+    assert weights.encoding(wp, mf.payloads) == "floatValue"
+    with pytest.raises(weights.WeightError, match="payload 0"):  # the marker, without the file's payloads
+        weights.value_count(wp)
+
+
+@pytest.mark.parametrize("nbits,count", [(8, 5), (4, 5), (4, 6), (3, 7), (1, 1)])
+def test_value_count_of_packed_codes(nbits: int, count: int) -> None:
+    wp = NeuralNetwork_pb2.WeightParams()
+    wp.quantization.numberOfBits = nbits
+    wp.quantization.linearQuantization.scale.append(1.0)
+    wp.quantization.linearQuantization.bias.append(0.0)
+    wp.rawValue = bytes((count * nbits + 7) // 8)
+    assert weights.holds(wp, count)
+    assert weights.value_count(wp) >= count > weights.value_count(wp) - 8 // nbits
+    assert weights.decode(wp, (count,)).decompressed().shape == (count,)

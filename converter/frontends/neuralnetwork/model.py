@@ -8,7 +8,9 @@ converts the results back. What cannot be converted is reported once, completely
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+import functools
+from collections import Counter
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 import numpy as np
@@ -93,6 +95,16 @@ def iter_layers(nn: Any, path: str = "") -> Iterator[tuple[str, NeuralNetwork_pb
             yield from iter_layers(layer.loop.bodyNetwork, f"{path}{layer.name}/body/")
 
 
+def blob_reads(layers: Iterable[NeuralNetwork_pb2.NeuralNetworkLayer]) -> Counter[str]:
+    """How many times ``layers`` read each blob: as an input, or as a loop's conditionVar."""
+    c: Counter[str] = Counter()
+    for layer in layers:
+        c.update(layer.input)
+        if layer.WhichOneof("layer") == "loop" and layer.loop.conditionVar:
+            c[layer.loop.conditionVar] += 1
+    return c
+
+
 def check_layers(models: list[Model_pb2.Model], file: str) -> None:
     """One UnsupportedError naming every custom or unknown layer, with its name and kind."""
     problems = []
@@ -165,12 +177,25 @@ def index_inputs(nn: Any, names: list[str]) -> dict[str, int]:
 class NetworkConverter:
     """Converts networks into one function; lowerings of branch/loop call ``convert_layers``."""
 
-    def __init__(self, mf: ModelFile, fn: Function, options: Options) -> None:
+    def __init__(self, mf: ModelFile, fn: Function, options: Options, models: list[Model_pb2.Model]) -> None:
         self.mf = mf
         self.file = str(mf.path)
         self.fn = fn
         self.options = options
+        self.models = models  # the networks converted (``stages``)
         self.notes: list[str] = []
+        # loop lowerings: the types a probe of a loop body found, per loop layer and context
+        # (control_flow._fresh_initial)
+        self.loop_probes: dict[Any, Any] = {}
+
+    @functools.cached_property
+    def model_reads(self) -> tuple[Counter[str], frozenset[str]]:
+        """How many times every layer of the model (nested networks included) reads each blob, and
+        the networks' declared outputs: what control-flow lowerings subtract their own layers from
+        (computed once, not per branch or loop)."""
+        total = blob_reads(layer for m in self.models for _, layer in iter_layers(network_of(m)))
+        outputs = frozenset(f.name for m in self.models for f in m.description.output)
+        return total, outputs
 
     def convert_layers(self, state: NetworkState, layers: Any, b: Builder) -> None:
         for layer in layers:
@@ -277,7 +302,7 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     prog = Program()
     fn = Function("main", opset)
     prog.add_function(fn)
-    conv = NetworkConverter(mf, fn, options)
+    conv = NetworkConverter(mf, fn, options, models)
     d = model.description
     features: dict[str, Value] = {}
     seq = set()

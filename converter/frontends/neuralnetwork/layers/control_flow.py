@@ -26,8 +26,9 @@ and skips the condition network.
 
 from __future__ import annotations
 
+import hashlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Container, Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -35,6 +36,7 @@ import numpy as np
 from ....ir.builder import Builder, NameScope
 from ....ir.core import Block, Value
 from ....ir.types import TensorType, Type, is_static_dim
+from ....ir.verify import is_compile_time_const
 from ..context import LayerContext, NetworkState
 from ..registry import lowers
 
@@ -93,7 +95,7 @@ class _NothingFlowsOut(Exception):
 
 
 def two_way(ctx: LayerContext, state: NetworkState, b: Builder, pred: Value, if_run: Run, else_run: Run,
-            needed: set[str], name: str) -> None:
+            needed: Container[str], name: str) -> None:
     """A cond whose arms convert into copies of ``state``; the blobs they bind flow out (module
     docstring) and are rebound in ``state``."""
     arms: list[tuple[NetworkState, Builder]] = []
@@ -126,7 +128,7 @@ def two_way(ctx: LayerContext, state: NetworkState, b: Builder, pred: Value, if_
         state.values[n] = v
 
 
-def _flowing_out(state: NetworkState, children: Sequence[NetworkState], needed: set[str]) -> list[str]:
+def _flowing_out(state: NetworkState, children: Sequence[NetworkState], needed: Container[str]) -> list[str]:
     out: dict[str, None] = {}
     for child in children:
         for n in written(state, child):
@@ -196,7 +198,7 @@ def loop(ctx: LayerContext) -> list[Value]:
     carried = [n for n in maybe if n in state.values]
     seen = _read_outside(ctx, [*body_layers, *cond_layers])
     fresh = [n for n in maybe if n not in state.values and n in seen]
-    fresh_init = _fresh_initial(ctx, state, body_layers, cond_layers, fresh, breaks, continues) if fresh else []
+    fresh_init = _fresh_initial(ctx, state, body_layers, cond_layers, carried, fresh, breaks, continues) if fresh else []
 
     heads: list[tuple[str, Value]] = []
     if count is not None:
@@ -314,23 +316,89 @@ def _skip(b: Builder, state: NetworkState, flags: tuple[str, ...], name: str) ->
 
 
 def _fresh_initial(ctx: LayerContext, state: NetworkState, body_layers: Sequence[Layer],
-                   cond_layers: Sequence[Layer], fresh: Sequence[str], breaks: bool, continues: bool) -> list[Value]:
-    """Initial values (zeros) of blobs first produced inside the loop and read after it: their types
-    come from converting one iteration into a scratch block that is then discarded."""
+                   cond_layers: Sequence[Layer], carried: Sequence[str], fresh: Sequence[str], breaks: bool,
+                   continues: bool) -> list[Value]:
+    """Initial values (zeros) of blobs first produced inside the loop and read after it.
+
+    Why a probe: the while_loop's variables (these blobs among them) need their types before its
+    body is built, and only converting the body tells a blob's type (every layer on the way decides
+    it). So one iteration is first converted into a scratch block, which is then discarded: the
+    body is converted twice. The probe sees what the real body sees (loop-carried blobs as block
+    inputs of the same types), so the types it finds are the ones the body produces.
+
+    The bound: a loop nested in another loop's body is converted once per conversion of that body,
+    and would probe each time (2**depth conversions of the innermost body). The probe's result
+    depends only on the loop layer and on what it finds in the blob table (which blobs are bound,
+    their types, and the constant values it reads), so it is cached on the converter per layer and
+    that signature: the body of a loop at depth d is then converted at most d + 1 times."""
+    # The entry holds the layer (a protobuf wrapper): alive, it keeps its id and stays the object
+    # that reading the nested network again returns.
+    key = (id(ctx.layer), _probe_signature(state, body_layers, cond_layers, carried))
+    probes: dict[Any, tuple[Layer, list[Type | None]]] = ctx.converter.loop_probes
+    hit = probes.get(key)
+    if hit is not None and hit[0] is ctx.layer:
+        types = hit[1]
+    else:
+        types = _probe_types(ctx, state, body_layers, cond_layers, carried, fresh, breaks, continues)
+        probes[key] = (ctx.layer, types)
+    out = []
+    for n, t in zip(fresh, types):
+        if t is None:  # produced only inside a branch that does not read out
+            raise ctx.unsupported(f"blob '{n}' is produced inside the loop only on some paths and read after it")
+        out.append(_zeros(ctx, state, ctx.b, n, t, ctx.name))
+    return out
+
+
+def _probe_types(ctx: LayerContext, state: NetworkState, body_layers: Sequence[Layer], cond_layers: Sequence[Layer],
+                 carried: Sequence[str], fresh: Sequence[str], breaks: bool, continues: bool) -> list[Type | None]:
+    """The types of the ``fresh`` blobs after one iteration converted into a discarded block."""
     scratch = Block()
-    scratch.function = ctx.b.function
+    names = NameScope()
     probe = child_state(state)
     probe.notes = []  # the probe's notes are discarded with it
-    iteration(ctx, probe, Builder(scratch, names=NameScope()), body_layers, cond_layers, breaks, continues,
-              f"{ctx.name}_probe")
+    for n in carried:  # as the loop body sees them: loop-carried block inputs, not the values before the loop
+        probe.values[n] = scratch.new_input(names.unique(f"{ctx.name}_probe_{n}"), state.values[n].type)
+    bb = Builder(scratch, names=names, function=ctx.b.function, opset=ctx.b.opset)
+    iteration(ctx, probe, bb, body_layers, cond_layers, breaks, continues, f"{ctx.name}_probe")
     scratch.drop_all()
-    out = []
-    for n in fresh:
-        v = probe.values.get(n)
-        if v is None:  # produced only inside a branch that does not read out
-            raise ctx.unsupported(f"blob '{n}' is produced inside the loop only on some paths and read after it")
-        out.append(_zeros(ctx, state, ctx.b, n, v.type, ctx.name))
-    return out
+    return [probe.values[n].type if n in probe.values else None for n in fresh]
+
+
+def _probe_signature(state: NetworkState, body_layers: Sequence[Layer], cond_layers: Sequence[Layer],
+                     carried: Sequence[str]) -> tuple:
+    """What a probe of the loop depends on in ``state``: for each blob the loop reads or writes,
+    whether it is bound, its type, and for a blob read as is (not loop-carried) its compile-time
+    value (a const's bytes; another compile-time value by identity)."""
+    names = set()
+    for layer in (*body_layers, *cond_layers):
+        for x in (layer, *nested_layers(layer)):
+            names.update(x.input)
+            names.update(x.output)
+            if x.WhichOneof("layer") == "loop" and x.loop.conditionVar:
+                names.add(x.loop.conditionVar)
+    carried_set = set(carried)
+    memo: dict[Value, bool] = {}
+    sig = []
+    for n in sorted(names):
+        v = state.values.get(n)
+        if v is None:
+            sig.append((n,))
+        elif n in carried_set:
+            sig.append((n, v.type))
+        else:
+            sig.append((n, v.type, _const_signature(v, memo)))
+    return tuple(sig)
+
+
+def _const_signature(v: Value, memo: dict[Value, bool]) -> Any:
+    """A const array by content; another compile-time value by identity (the Value itself, so that
+    the cache entry keeps it alive and its identity unique); None for a run-time value."""
+    if v.is_const and isinstance(v.const_val, (np.ndarray, np.generic)):
+        arr = np.asarray(v.const_val)
+        return ("const", arr.dtype.str, arr.shape, hashlib.blake2b(arr.tobytes()).digest())
+    if is_compile_time_const(v, memo):
+        return ("value", v)
+    return None
 
 
 def _count(ctx: LayerContext) -> Value:
@@ -425,25 +493,27 @@ def _jumps(layers: Iterable[Layer], kind: str | None = None) -> bool:
     return False
 
 
-def _reads(layers: Iterable[Layer]) -> Counter:
-    c: Counter = Counter()
-    for layer in layers:
-        c.update(layer.input)
-        if layer.WhichOneof("layer") == "loop" and layer.loop.conditionVar:
-            c[layer.loop.conditionVar] += 1
-    return c
+def _reads_inside(layers: Iterable[Layer]) -> Counter:
+    """How many times ``layers`` and their nested networks read each blob (``model.blob_reads``)."""
+    from ..model import blob_reads  # the model module imports this package
+
+    return blob_reads(x for layer in layers for x in (layer, *nested_layers(layer)))
 
 
-def _read_outside(ctx: LayerContext, inside: Sequence[Layer]) -> set[str]:
+class _ReadOutside:
+    """The blob names read outside some layers (``name in``): by any other layer of the model, as
+    a loop's conditionVar, or as a model output. The model-wide counts are computed once per
+    conversion (``NetworkConverter.model_reads``); a call only counts the layers it leaves out."""
+
+    def __init__(self, total: Counter, outputs: frozenset[str], inside: Counter) -> None:
+        self.total, self.outputs, self.inside = total, outputs, inside
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.outputs or self.total[name] > self.inside[name]
+
+
+def _read_outside(ctx: LayerContext, inside: Sequence[Layer]) -> Container[str]:
     """Blob names read outside ``inside`` (and its nested networks): by any other layer of the
     model, as a loop's conditionVar, or as a model output."""
-    from ..model import iter_layers, network_of, stages  # the model module imports this package
-
-    model = ctx.converter.mf.model
-    total: Counter = Counter()
-    outputs: set[str] = set()
-    for m in stages(model, ctx.state.file):
-        total.update(_reads(layer for _, layer in iter_layers(network_of(m))))
-        outputs.update(f.name for f in m.description.output)
-    total.subtract(_reads(x for layer in inside for x in (layer, *nested_layers(layer))))
-    return {n for n, k in total.items() if k > 0} | outputs
+    total, outputs = ctx.converter.model_reads
+    return _ReadOutside(total, outputs, _reads_inside(inside))

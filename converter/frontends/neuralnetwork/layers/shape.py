@@ -12,7 +12,7 @@ The helpers at the top are shared with indexing.py.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
