@@ -53,8 +53,7 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
 
     try:
         prog = converter.load(model)
-        with np.load(inputs_path, allow_pickle=False) as data:
-            feeds = {k: data[k] for k in data.files}
+        feeds = _read_feeds(inputs_path)
         out = converter.run(prog, feeds, function=function)
     except ConverterError as e:
         _fail(e)
@@ -70,11 +69,60 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
 
         buf = io.BytesIO()
         np.savez(buf, **arrays)
-        atomic_write_bytes(output_path, buf.getvalue())
+        try:
+            atomic_write_bytes(output_path, buf.getvalue())
+        except OSError as e:
+            _fail(ConverterError(f"cannot write: {e.strerror or e}", file=output_path))
         click.echo(f"wrote {len(arrays)} arrays to {output_path}")
     else:
         for k, v in out.items():
             click.echo(f"{k} = {v if isinstance(v, dict) else np.array2string(np.asarray(v), precision=6)}")
+
+
+_NPY_MAGIC = b"\x93NUMPY"
+_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive (.npz): first member, or empty
+
+
+def _read_feeds(path: str) -> dict:
+    """{name: array} from an .npz file; `FormatError` naming the file for anything else."""
+    import io
+    import zipfile
+    import zlib
+
+    import numpy as np
+
+    from converter.errors import FormatError
+
+    def error(message: str, field: str | None = None) -> FormatError:
+        return FormatError(message, file=path, field=field)
+
+    hint = "save the inputs with numpy.savez(path, name=array, ...), one array per model input"
+    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
+    try:
+        with open(path, "rb") as f:
+            src = f if f.seekable() else io.BytesIO(f.read())  # a pipe: read once
+            magic = src.read(6)
+            src.seek(0)
+            if magic.startswith(_NPY_MAGIC):
+                raise error(f"a single .npy array, not an .npz file of named inputs: {hint}")
+            if not magic.startswith(_ZIP_MAGICS):
+                raise error(f"not an .npz file (not a zip archive): {hint}")
+            try:
+                data = np.load(src, allow_pickle=False)
+            except bad as e:
+                raise error(f"not a readable .npz file: {e}") from None
+            if not isinstance(data, np.lib.npyio.NpzFile):  # pragma: no cover - the magic was checked
+                raise error(f"not an .npz file: {hint}")
+            with data:
+                feeds = {}
+                for k in data.files:
+                    try:
+                        feeds[k] = data[k]
+                    except bad as e:
+                        raise error(f"cannot read array '{k}': {e}", field=k) from None
+    except OSError as e:
+        raise error(f"cannot read: {e.strerror or e}") from None
+    return feeds
 
 
 @main.command("convert")
@@ -101,7 +149,7 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
     from converter.formats.package import is_mlpackage
 
     if Path(src).is_dir() and not is_mlpackage(src):
-        _convert_folder(Path(src), Path(output_path), target)
+        _convert_folder(Path(src), Path(output_path), target, fmt, check)
         return
     try:
         prog = converter.load(src)
@@ -112,7 +160,7 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
             click.echo(f"note: {note}", err=True)
         click.echo(f"wrote {output_path}")
         if check:
-            diffs = compare(prog, converter.load(output_path))
+            diffs = compare(prog, converter.load(output_path), source_file=src, converted_file=output_path)
             for name, d in diffs.items():
                 click.echo(f"  {name}: largest difference {d:.3g}")
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
@@ -120,17 +168,24 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
         _fail(e)
 
 
-def _convert_folder(src, out, target: str | None) -> None:
+def _convert_folder(src, out, target: str | None, fmt: str, check: bool) -> None:
     from converter.batch import convert_tree
 
-    outcomes = convert_tree(src, out, target=target)
+    try:
+        outcomes = convert_tree(src, out, target=target, to=fmt, check=check)
+    except ConverterError as e:
+        _fail(e)
     for o in outcomes:
         if o.ok:
             click.echo(f"ok      {o.source} -> {o.output}")
             for note in o.notes:
                 click.echo(f"        note: {note}")
+        elif o.output is not None:
+            click.echo(f"failed  {o.source}: written to {o.output}, but the check failed: {o.error}")
         else:
             click.echo(f"failed  {o.source}: {o.error}")
+        if o.differences is not None:
+            click.echo(f"        largest output difference: {max(o.differences.values(), default=0.0):.3g}")
     failed = sum(not o.ok for o in outcomes)
     click.echo(f"{len(outcomes) - failed} converted, {failed} failed")
     if failed:

@@ -34,7 +34,7 @@ def _cannot_fake(fn: Function, name: str, t: Any) -> UnsupportedError:
     return UnsupportedError(
         f"cannot make a random value for input '{name}' of type {t}, so the conversion cannot be checked",
         function=fn.name,
-        field=f"input '{name}'",
+        field=f"inputs.{name}",
     )
 
 

@@ -178,15 +178,18 @@ class BlobReader:
         self.path = Path(path)
         try:
             f = open(self.path, "rb")
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError) as e:
-            raise FormatError(f"cannot open weight file: {e.strerror}", file=self.path) from None
+        except OSError as e:  # missing, a directory, no permission, ...
+            raise FormatError(f"cannot open weight file: {e.strerror or e}", file=self.path) from None
         with f:
-            self.size = os.fstat(f.fileno()).st_size
-            if self.size < HEADER_SIZE:
-                raise self._error(
-                    f"truncated file: {self.size} bytes, shorter than the {HEADER_SIZE}-byte header", 0, "header"
-                )
-            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            try:
+                self.size = os.fstat(f.fileno()).st_size
+                if self.size < HEADER_SIZE:
+                    raise self._error(
+                        f"truncated file: {self.size} bytes, shorter than the {HEADER_SIZE}-byte header", 0, "header"
+                    )
+                mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            except OSError as e:  # an I/O error, or a file that cannot be mapped
+                raise FormatError(f"cannot read weight file: {e.strerror or e}", file=self.path) from None
         self._mmap: mmap.mmap | None = mm
         #: The whole file as a read-only uint8 array; every view read() returns is a slice of it.
         self.buffer: np.ndarray | None = np.frombuffer(mm, np.uint8)

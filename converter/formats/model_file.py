@@ -53,7 +53,12 @@ class ModelFile:
             blob_path = self._resolved[file_name] = self.package.resolve_blob_file(file_name)
         reader = self._readers.get(blob_path)
         if reader is None:
-            if not blob_path.is_file():
+            try:
+                present = blob_path.is_file()
+            except OSError as e:  # e.g. no permission to look into the weights directory
+                raise FormatError(f"weight file {file_name!r}: cannot read: {e.strerror or e}",
+                                  file=str(self.model_path), field="blobFileValue.fileName") from None
+            if not present:
                 raise FormatError(f"weight file {file_name!r} is missing ({blob_path})", file=str(self.model_path),
                                   field="blobFileValue.fileName")
             reader = self._readers[blob_path] = BlobReader(blob_path)
@@ -105,18 +110,18 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
     """Parse a ``.mlmodel`` file or an ``.mlpackage`` directory (weights stay on disk, mapped: the
     blob files of a package, and the large NeuralNetwork weights of a bare file)."""
     p = Path(path)
-    if not p.exists():
-        raise FormatError("no such file or directory", file=str(p))
-    if p.is_dir():
-        if not is_mlpackage(p):
-            raise FormatError("directory is not an .mlpackage (no Manifest.json)", file=str(p))
-        pkg = read_package(p)
-        return ModelFile(p, parse_model_bytes(pkg.read_model_bytes(), pkg.model_path), pkg)
     try:
+        if not p.exists():
+            raise FormatError("no such file or directory", file=str(p))
+        if p.is_dir():
+            if not is_mlpackage(p):
+                raise FormatError("directory is not an .mlpackage (no Manifest.json)", file=str(p))
+            pkg = read_package(p)
+            return ModelFile(p, parse_model_bytes(pkg.read_model_bytes(), pkg.model_path), pkg)
         with open(p, "rb") as f:
             return _read_bare(f, p)
-    except OSError as e:
-        raise FormatError(f"cannot read: {e.strerror}", file=str(p)) from None
+    except OSError as e:  # no permission, an I/O error, ...: name the file it happened to
+        raise FormatError(f"cannot read: {e.strerror or e}", file=str(e.filename or p)) from None
 
 
 def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False) -> None:

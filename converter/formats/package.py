@@ -105,7 +105,10 @@ class MLPackage:
         return None
 
     def read_model_bytes(self) -> bytes:
-        return self.model_path.read_bytes()
+        try:
+            return self.model_path.read_bytes()
+        except OSError as e:
+            raise FormatError(f"cannot read: {e.strerror or e}", file=str(self.model_path)) from None
 
     def resolve_blob_file(self, file_name: str) -> Path:
         """The file a ``blobFileValue.fileName`` such as ``@model_path/weights/weight.bin`` names.
@@ -167,7 +170,13 @@ def _entry_error(
 
 def read_package(path: str | os.PathLike) -> MLPackage:
     """Parse and validate an ``.mlpackage`` directory's manifest."""
-    given = Path(path)
+    try:
+        return _read_package(Path(path))
+    except OSError as e:  # no permission, an I/O error, ...: name the file it happened to
+        raise FormatError(f"cannot read: {e.strerror or e}", file=str(e.filename or path)) from None
+
+
+def _read_package(given: Path) -> MLPackage:
     if not given.is_dir():
         raise FormatError("not an .mlpackage directory", file=str(given))
     root = Path(os.path.realpath(given))
