@@ -19,8 +19,10 @@ from ..shapes import ShapeError, normalize_axis
 from .elementwise_unary import UnaryOp, erf, require_scalar, string_param, unary, widen
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    return 1.0 / (1.0 + np.exp(-x))
+def sigmoid(x: np.ndarray) -> np.ndarray:
+    """The logistic function (shared with the recurrent ops); overflow of exp(-x) gives 0, not a warning."""
+    with np.errstate(over="ignore"):
+        return 1.0 / (1.0 + np.exp(-x))
 
 
 def _softplus(x: np.ndarray) -> np.ndarray:
@@ -30,8 +32,8 @@ def _softplus(x: np.ndarray) -> np.ndarray:
 
 unary("relu", lambda x: np.maximum(x, 0.0), "``max(x, 0)``.", module=__name__)
 unary("relu6", lambda x: np.minimum(np.maximum(x, 0.0), 6.0), "``min(max(x, 0), 6)``.", module=__name__)
-unary("sigmoid", _sigmoid, "``1 / (1 + e^-x)``.", module=__name__)
-unary("silu", lambda x: x * _sigmoid(x), "``x * sigmoid(x)`` (SiLU / swish); NaN at -inf, as in torch.", module=__name__)
+unary("sigmoid", sigmoid, "``1 / (1 + e^-x)``.", module=__name__)
+unary("silu", lambda x: x * sigmoid(x), "``x * sigmoid(x)`` (SiLU / swish); NaN at -inf, as in torch.", module=__name__)
 unary("softplus", _softplus, "``log(1 + e^x)``.", module=__name__)
 unary("softsign", lambda x: x / (1.0 + np.abs(x)), "``x / (1 + |x|)``; NaN at +-inf, as the formula gives.", module=__name__)
 
@@ -162,7 +164,7 @@ class Gelu(UnaryOp):
         if mode == "TANH_APPROXIMATION":
             return 0.5 * x * (1.0 + np.tanh(math.sqrt(2.0 / math.pi) * (x + 0.044715 * x**3)))
         if mode == "SIGMOID_APPROXIMATION":
-            return x * _sigmoid(1.702 * x)
+            return x * sigmoid(1.702 * x)
         return 0.5 * x * (1.0 + erf(x / math.sqrt(2.0)))
 
 

@@ -162,6 +162,21 @@ def _check_bias(a: InferArgs, c_out: Dim) -> None:
         raise a.fail(f"bias must have shape [{c_out}] (the output channels), got {list(shape)}")
 
 
+def _check_operand_ranks(a: InferArgs, x: TensorType, w: TensorType) -> list[Type] | None:
+    """Rank checks shared by conv and conv_transpose; the result type when shapes are too unknown
+    to infer more (unknown rank of x, or unknown weight shape), else None."""
+    if x.shape is None:
+        return [TensorType(x.dtype, None)]
+    rank = len(x.shape)
+    if not 3 <= rank <= 5:
+        raise a.fail(f"x must have 1 to 3 spatial dims (rank 3 to 5), got rank {rank}")
+    if w.shape is None:
+        return [TensorType(x.dtype, (x.shape[0],) + tuple(fresh_symbol() for _ in range(rank - 1)))]
+    if len(w.shape) != rank:
+        raise a.fail(f"weight must have rank {rank} like x, got shape {list(w.shape)}")
+    return None
+
+
 def _groups(a: InferArgs | EvalArgs) -> int:
     g = int(np.asarray(a.value("groups")).reshape(-1)[0])
     if g < 1:
@@ -213,15 +228,9 @@ class _ConvBase(OpDef):
 
     def infer(self, a: InferArgs) -> list[Type]:
         x, w = a.tensor_type("x"), a.tensor_type("weight")
-        if x.shape is None:
-            return [TensorType(x.dtype, None)]
-        rank = len(x.shape)
-        if not 3 <= rank <= 5:
-            raise a.fail(f"x must have 1 to 3 spatial dims (rank 3 to 5), got rank {rank}")
-        if w.shape is None:
-            return [TensorType(x.dtype, (x.shape[0],) + tuple(fresh_symbol() for _ in range(rank - 1)))]
-        if len(w.shape) != rank:
-            raise a.fail(f"weight must have rank {rank} like x, got shape {list(w.shape)}")
+        early = _check_operand_ranks(a, x, w)
+        if early is not None:
+            return early
         groups = _groups(a)
         c_in, c_out = x.shape[1], w.shape[0]
         _divides(a, "input channels", c_in, groups)
@@ -363,15 +372,10 @@ class ConvTranspose(OpDef):
 
     def infer(self, a: InferArgs) -> list[Type]:
         x, w = a.tensor_type("x"), a.tensor_type("weight")
-        if x.shape is None:
-            return [TensorType(x.dtype, None)]
+        early = _check_operand_ranks(a, x, w)
+        if early is not None:
+            return early
         rank = len(x.shape)
-        if not 3 <= rank <= 5:
-            raise a.fail(f"x must have 1 to 3 spatial dims (rank 3 to 5), got rank {rank}")
-        if w.shape is None:
-            return [TensorType(x.dtype, (x.shape[0],) + tuple(fresh_symbol() for _ in range(rank - 1)))]
-        if len(w.shape) != rank:
-            raise a.fail(f"weight must have rank {rank} like x, got shape {list(w.shape)}")
         groups = _groups(a)
         c_in = x.shape[1]
         _divides(a, "input channels", c_in, groups)

@@ -39,17 +39,13 @@ import numpy as np
 
 from ..opdef import EvalArgs, InferArgs, OpDef, register
 from ..types import Dim, Symbol, TensorType, Type, is_static_dim
+from .activation import sigmoid
 
 Activation = Callable[[np.ndarray], np.ndarray]
 
 
-def _sigmoid(x: np.ndarray) -> np.ndarray:
-    with np.errstate(over="ignore"):
-        return 1.0 / (1.0 + np.exp(-x))
-
-
 ACTIVATIONS: dict[str, Activation] = {
-    "sigmoid": _sigmoid,
+    "sigmoid": sigmoid,
     "tanh": np.tanh,
     "scaled_tanh": np.tanh,  # alpha = beta = 1
     "relu": lambda x: np.maximum(x, 0),
