@@ -193,31 +193,16 @@ class _Printer:
         upper = "?" if s.upper is None else str(s.upper)
         return f"{s.name}: [{s.lower}, {upper}]"
 
-    def collect_symbols(self, prog: Program) -> list[Symbol]:
+    @staticmethod
+    def collect_symbols(prog: Program) -> list[Symbol]:
+        """Symbols carrying bounds or choices, in order of first appearance (they get declared)."""
+        from .symbols import program_values, type_symbols
+
         found: dict[str, Symbol] = {}
-
-        def visit(t: Type) -> None:
-            if isinstance(t, TensorType):
-                for d in t.shape or ():
-                    if isinstance(d, Symbol) and (d.lower != 1 or d.upper is not None or d.choices):
-                        found.setdefault(d.name, d)
-            elif isinstance(t, ListType):
-                visit(t.elem)
-            elif isinstance(t, TupleType):
-                for x in t.types:
-                    visit(x)
-            elif isinstance(t, StateType):
-                visit(t.wrapped)
-
-        for fn in prog.functions.values():
-            for v in fn.inputs:
-                visit(v.type)
-            for op in fn.walk():
-                for v in op.outputs:
-                    visit(v.type)
-                for b in op.blocks:
-                    for v in b.inputs:
-                        visit(v.type)
+        for v in program_values(prog):
+            for d in type_symbols(v.type):
+                if d.lower != 1 or d.upper is not None or d.choices:
+                    found.setdefault(d.name, d)
         return list(found.values())
 
     def function(self, fn: Function) -> None:
