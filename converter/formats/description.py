@@ -62,6 +62,14 @@ def image_channels(ft: FeatureTypes_pb2.FeatureType) -> int:
     raise DescriptionError(f"image feature has no valid colour space ({cs})")
 
 
+def _range_bounds(r: FeatureTypes_pb2.SizeRange) -> dict[str, Any] | None:
+    """Bounds of a flexible axis from a SizeRange (upperBound < 0: unbounded); None when fixed."""
+    upper = None if r.upperBound < 0 else int(r.upperBound)
+    if upper is not None and upper == r.lowerBound:
+        return None
+    return {"lower": int(r.lowerBound), "upper": upper, "choices": None}
+
+
 def dimension_bounds(ft: FeatureTypes_pb2.FeatureType, rank: int) -> list[dict[str, Any] | None]:
     """Per axis of the IR tensor: None (fixed), or {lower, upper, choices} for a flexible axis.
 
@@ -74,9 +82,7 @@ def dimension_bounds(ft: FeatureTypes_pb2.FeatureType, rank: int) -> list[dict[s
         flex = ma.WhichOneof("ShapeFlexibility")
         if flex == "shapeRange":
             for i, r in enumerate(ma.shapeRange.sizeRanges[:rank]):
-                upper = None if r.upperBound < 0 else int(r.upperBound)
-                if upper is None or upper != r.lowerBound:
-                    out[i] = {"lower": int(r.lowerBound), "upper": upper, "choices": None}
+                out[i] = _range_bounds(r)
         elif flex == "enumeratedShapes":
             shapes = [list(s.shape) for s in ma.enumeratedShapes.shapes]
             for i in range(rank):
@@ -88,9 +94,7 @@ def dimension_bounds(ft: FeatureTypes_pb2.FeatureType, rank: int) -> list[dict[s
         flex = im.WhichOneof("SizeFlexibility")
         if flex == "imageSizeRange":
             for axis, r in ((2, im.imageSizeRange.heightRange), (3, im.imageSizeRange.widthRange)):
-                upper = None if r.upperBound < 0 else int(r.upperBound)
-                if upper is None or upper != r.lowerBound:
-                    out[axis] = {"lower": int(r.lowerBound), "upper": upper, "choices": None}
+                out[axis] = _range_bounds(r)
         elif flex == "enumeratedSizes":
             hs = sorted({int(s.height) for s in im.enumeratedSizes.sizes})
             ws = sorted({int(s.width) for s in im.enumeratedSizes.sizes})
@@ -109,7 +113,7 @@ def apply_bounds(t: Type, ft: FeatureTypes_pb2.FeatureType | None) -> Type:
     dims = []
     for d, b in zip(t.shape, bounds):
         if isinstance(d, Symbol) and b is not None:
-            d = Symbol(d.name, b["lower"], b["upper"], b["choices"])
+            d = _bounded_symbol(d, b)
         dims.append(d)
     return TensorType(t.dtype, tuple(dims))
 
