@@ -214,8 +214,9 @@ def conv_forward(x: np.ndarray, w: np.ndarray, groups: int, win: Window) -> np.n
     return y.reshape((n, c_out) + outs)
 
 
-class _ConvBase(OpDef):
-    """Shared shape inference of conv and conv_quantized."""
+class SpatialDefaults(OpDef):
+    """The MIL expression defaults of windowed ops: ``strides = [1] * num_spatial_dims``,
+    ``dilations = [1] * num_spatial_dims``, ``pad = [0] * 2 * num_spatial_dims``."""
 
     def default_strides(self, a: InferArgs | EvalArgs) -> list[int]:
         return [1] * num_spatial_dims(a)
@@ -225,6 +226,10 @@ class _ConvBase(OpDef):
 
     def default_pad(self, a: InferArgs | EvalArgs) -> list[int]:
         return [0] * (2 * num_spatial_dims(a))
+
+
+class _ConvBase(SpatialDefaults):
+    """Shared shape inference of conv and conv_quantized."""
 
     def infer(self, a: InferArgs) -> list[Type]:
         x, w = a.tensor_type("x"), a.tensor_type("weight")
@@ -331,7 +336,7 @@ def conv_transpose_forward(x: np.ndarray, w: np.ndarray, groups: int, strides: t
 
 
 @register
-class ConvTranspose(OpDef):
+class ConvTranspose(SpatialDefaults):
     """Transposed convolution (the gradient of conv with respect to its input).
 
     Output sizes: ``output_shape`` when given, else ``(D-1)*s + (K-1)*d + 1`` minus the custom pads
@@ -344,15 +349,6 @@ class ConvTranspose(OpDef):
 
     op_type = "conv_transpose"
     _PAD_TYPES = ("valid", "same", "custom")
-
-    def default_strides(self, a: InferArgs | EvalArgs) -> list[int]:
-        return [1] * num_spatial_dims(a)
-
-    def default_dilations(self, a: InferArgs | EvalArgs) -> list[int]:
-        return [1] * num_spatial_dims(a)
-
-    def default_pad(self, a: InferArgs | EvalArgs) -> list[int]:
-        return [0] * (2 * num_spatial_dims(a))
 
     def _window(self, a: InferArgs | EvalArgs, kernel: tuple[Dim, ...]) -> Window:
         win = read_window(a, kernel)

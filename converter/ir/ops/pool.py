@@ -10,22 +10,16 @@ from typing import Any
 
 import numpy as np
 
-from ..opdef import EvalArgs, InferArgs, OpDef, register
+from ..opdef import EvalArgs, InferArgs, register
 from ..types import TensorType, Type
 from ._util import as_int_list
-from .conv import Window, num_spatial_dims, read_window
+from .conv import SpatialDefaults, Window, read_window
 
 
-class _Pool(OpDef):
+class _Pool(SpatialDefaults):
     """Shared window reading and shape inference."""
 
     max_spatial = 3
-
-    def default_strides(self, a: InferArgs | EvalArgs) -> list[int]:
-        return [1] * num_spatial_dims(a)
-
-    def default_pad(self, a: InferArgs | EvalArgs) -> list[int]:
-        return [0] * (2 * num_spatial_dims(a))
 
     def _window(self, a: InferArgs | EvalArgs, n_spatial: int) -> Window:
         kernel = as_int_list(a.value("kernel_sizes"))
