@@ -7,7 +7,6 @@ Checked on every shared .mlmodel (NeuralNetwork or not) and on hand-made wire en
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,22 +18,11 @@ from converter.formats.model_file import read_model_file
 from converter.formats.proto import Model_pb2, NeuralNetwork_pb2
 from converter.formats.protowire import payload_indices, split_payloads
 from converter.frontends.neuralnetwork import weights
+from converter.frontends.neuralnetwork.weights import iter_weight_params
 
 from .shared import NN_FILES, REAL, model_id
 
 _FIELDS = {1: "floatValue", 2: "float16Value"}
-
-
-def _weight_params(msg: Any) -> Iterator[Any]:
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
-        if fd.message_type.GetOptions().map_entry:
-            value = list(value.values()) if fd.message_type.fields_by_name["value"].message_type else []
-        for item in value if fd.is_repeated else [value]:
-            if fd.message_type.name == "WeightParams":
-                yield item
-            yield from _weight_params(item)
 
 
 def _count(wp: Any) -> int:
@@ -46,7 +34,7 @@ def test_split_parse_is_the_full_parse_without_the_weights(path: Path) -> None:
     mf = read_model_file(path)
     full = Model_pb2.Model.FromString(path.read_bytes())
     taken = 0
-    for mine, theirs in zip(_weight_params(mf.model), _weight_params(full), strict=True):
+    for mine, theirs in zip(iter_weight_params(mf.model), iter_weight_params(full), strict=True):
         for i in payload_indices(mine):
             number, view = mf.payloads[i]
             assert len(view) == len(getattr(theirs, _FIELDS[number])) * (4 if number == 1 else 1)

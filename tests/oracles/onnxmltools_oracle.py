@@ -44,6 +44,8 @@ from typing import Any
 
 import numpy as np
 
+from converter.frontends.neuralnetwork.weights import iter_weight_params  # walks any protobuf module
+
 
 @functools.lru_cache(maxsize=1)
 def _onnxmltools() -> Any:
@@ -99,25 +101,11 @@ def _networks(spec: Any) -> Iterator[Any]:
             yield from _networks(sub)
 
 
-def _weight_params(msg: Any) -> Iterator[Any]:
-    """Every WeightParams message under ``msg`` (nested networks of branch/loop layers included)."""
-    for fd, value in msg.ListFields():
-        if fd.message_type is None:
-            continue
-        if fd.message_type.GetOptions().map_entry:
-            value = list(value.values()) if fd.message_type.fields_by_name["value"].message_type else []
-        for item in value if fd.is_repeated else [value]:
-            if fd.message_type.name == "WeightParams":
-                yield item
-            else:
-                yield from _weight_params(item)
-
-
 def _densify(spec: Any) -> None:
     """fp16 weights -> fp32 ``floatValue`` (exact); quantized weights -> coremltools' dequantization."""
     quantized = False
     for nn in _networks(spec):
-        for wp in _weight_params(nn):
+        for wp in iter_weight_params(nn):
             if len(wp.float16Value):
                 wp.floatValue.extend(np.frombuffer(wp.float16Value, np.float16).astype(np.float32).tolist())
                 wp.ClearField("float16Value")

@@ -28,7 +28,7 @@ from ...passes.dce import DeadCodeElimination
 from . import io
 from .context import LayerContext, NetworkState, Options
 from .registry import lowering_for
-from .weights import has_weights
+from .weights import has_weights, iter_weight_params
 
 NN_KINDS = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor")
 PIPELINE_KINDS = ("pipeline", "pipelineClassifier", "pipelineRegressor")
@@ -123,20 +123,8 @@ def check_layers(models: list[Model_pb2.Model], file: str) -> None:
 
 
 def uses_quantized_weights(models: list[Model_pb2.Model]) -> bool:
-    def walk(msg: Any) -> bool:
-        for fd, val in msg.ListFields():
-            if fd.message_type is None:
-                continue
-            items = val if fd.is_repeated else [val]
-            for item in items:
-                if isinstance(item, NeuralNetwork_pb2.WeightParams):
-                    if item.HasField("quantization") and has_weights(item):
-                        return True
-                elif walk(item):
-                    return True
-        return False
-
-    return any(walk(network_of(m)) for m in models)
+    return any(wp.HasField("quantization") and has_weights(wp)
+               for m in models for wp in iter_weight_params(network_of(m)))
 
 
 def sequence_inputs(nn: Any, names: list[str]) -> set[str]:

@@ -12,8 +12,9 @@ leaves them out of the parsed message: formats/protowire.py).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -229,3 +230,18 @@ def _sized(arr: np.ndarray, count: int, kind: str) -> np.ndarray:
 def has_weights(wp: NeuralNetwork_pb2.WeightParams) -> bool:
     return bool(len(wp.floatValue) or len(wp.float16Value) or len(wp.rawValue) or len(wp.int8RawValue)
                 or payload_indices(wp))
+
+
+def iter_weight_params(msg: Any) -> Iterator[Any]:
+    """Every WeightParams message under ``msg`` in field order, nested networks (branch, loop,
+    pipeline stages) included. Matches by message name, so it walks any protobuf module's classes."""
+    for fd, value in msg.ListFields():
+        if fd.message_type is None:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            value = list(value.values()) if fd.message_type.fields_by_name["value"].message_type else []
+        for item in value if fd.is_repeated else [value]:
+            if fd.message_type.name == "WeightParams":
+                yield item
+            else:
+                yield from iter_weight_params(item)
