@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -28,6 +27,9 @@ import numpy as np
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory import peak_mb, reset_peak  # noqa: E402
 
 from converter.formats.blob import BlobReader, BlobWriter  # noqa: E402
 
@@ -126,37 +128,19 @@ CASES = {
 }
 
 
-def _reset_peak_rss() -> bool:
-    """Reset the kernel's peak-RSS mark (Linux >= 4.0), so imports don't mask the operation's peak."""
-    try:
-        with open("/proc/self/clear_refs", "w") as f:
-            f.write("5")
-        return True
-    except OSError:
-        return False
-
-
-def _peak_rss_bytes(reset: bool) -> int:
-    if reset:  # VmHWM follows the reset; ru_maxrss does not
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("VmHWM:"):
-                    return int(line.split()[1]) * 1024
-    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
-    return r if sys.platform == "darwin" else r * 1024
 
 
 def run_case(name: str, n: int, d: Path, repeat: int) -> dict:
     setup, _needs_ct = CASES[name]
     op = setup(n, d)
-    reset = _reset_peak_rss()
-    rss_before = _peak_rss_bytes(reset)
+    reset_peak()
+    rss_before = int(peak_mb() * 1024 * 1024)
     times = []
     for _ in range(repeat):
         t = time.perf_counter()
         op()
         times.append(time.perf_counter() - t)
-    rss_growth = _peak_rss_bytes(reset) - rss_before
+    rss_growth = int(peak_mb() * 1024 * 1024) - rss_before
     tracemalloc.start()
     op()
     traced = tracemalloc.get_traced_memory()[1]

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -22,6 +21,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from memory import peak_mb, reset_peak  # noqa: E402
 
 
 def build(blocks: int, channels: int):
@@ -49,19 +51,8 @@ def build(blocks: int, channels: int):
     return new_program({"image": tensor("fp32", [1, 3, 32, 32])}, body)
 
 
-def _peak_mb() -> float:
-    """Peak resident set of this process (VmHWM: unlike ru_maxrss it is not inherited across exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
 
 
-def _reset_peak() -> None:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS (Linux >= 4.0)
-    except OSError:
-        pass
 
 
 def task(name: str, args: argparse.Namespace, work: Path) -> dict:
@@ -76,8 +67,8 @@ def task(name: str, args: argparse.Namespace, work: Path) -> dict:
 
     if name.startswith("coremltools"):
         import coremltools  # noqa: F401
-    _reset_peak()
-    base = _peak_mb()
+    reset_peak()
+    base = peak_mb()
     t0 = time.perf_counter()
     if name == "copy_weights":
         shutil.copyfile(weights, work / "copy.bin")
@@ -95,8 +86,8 @@ def task(name: str, args: argparse.Namespace, work: Path) -> dict:
         import converter
 
         prog = build(args.blocks, args.channels)
-        _reset_peak()
-        base = _peak_mb()
+        reset_peak()
+        base = peak_mb()
         t0 = time.perf_counter()
         converter.save(prog, work / "saved.mlpackage")
     elif name == "ours_load_save":
@@ -119,8 +110,8 @@ def task(name: str, args: argparse.Namespace, work: Path) -> dict:
         spec = Model_pb2.Model()
         spec.ParseFromString((pkg / "Data/com.apple.CoreML/model.mlmodel").read_bytes())
         prog = milproto_load(spec, spec.specificationVersion, str(weights.parent))
-        _reset_peak()
-        base = _peak_mb()
+        reset_peak()
+        base = peak_mb()
         t0 = time.perf_counter()
         model = ct.convert(prog, convert_to="mlprogram", minimum_deployment_target=ct.target.iOS15,
                            compute_precision=ct.precision.FLOAT32, skip_model_load=True)
@@ -128,7 +119,7 @@ def task(name: str, args: argparse.Namespace, work: Path) -> dict:
     else:
         raise ValueError(name)
     seconds = time.perf_counter() - t0
-    return {"task": name, "seconds": seconds, "peak_mb": _peak_mb(), "peak_over_start_mb": _peak_mb() - base}
+    return {"task": name, "seconds": seconds, "peak_mb": peak_mb(), "peak_over_start_mb": peak_mb() - base}
 
 
 def main() -> None:

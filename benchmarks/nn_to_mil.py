@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import shutil
 import subprocess
 import sys
@@ -29,29 +28,9 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-
-def _peak_mb() -> float:
-    """Peak resident set of this process (VmHWM: unlike ru_maxrss it is not inherited across exec)."""
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmHWM:"):
-            return int(line.split()[1]) / 1024.0
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-
-
-def _rss_mb() -> float:
-    for line in Path("/proc/self/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1]) / 1024.0
-    return 0.0
-
-
-def _reset_peak() -> None:
-    try:
-        Path("/proc/self/clear_refs").write_text("5")  # reset VmHWM to the current RSS (Linux >= 4.0)
-    except OSError:
-        pass
-
+from memory import peak_mb, reset_peak, rss_mb  # noqa: E402
 
 # -- the model ---------------------------------------------------------------------------------
 
@@ -157,8 +136,8 @@ def task(name: str, work: Path, profile: bool) -> dict:
     load_all()  # the layer lowerings: imported once per process, not part of the measurement
     import_seconds = time.perf_counter() - t_import
     src = work / "model.mlmodel"
-    _reset_peak()
-    start_rss = _rss_mb()
+    reset_peak()
+    start_rss = rss_mb()
     t0 = time.perf_counter()
     phases: dict[str, dict[str, float]] = {}
     if name == "copy_weights":
@@ -170,7 +149,7 @@ def task(name: str, work: Path, profile: bool) -> dict:
         from converter.frontends.neuralnetwork import load_neural_network
 
         for phase in ("read", "load", "save"):
-            _reset_peak()
+            reset_peak()
             t = time.perf_counter()
             if phase == "read":
                 mf = read_model_file(src)
@@ -178,7 +157,7 @@ def task(name: str, work: Path, profile: bool) -> dict:
                 prog = load_neural_network(mf)
             else:
                 converter.save(prog, work / "phases.mlpackage")
-            phases[phase] = {"seconds": time.perf_counter() - t, "peak_mb": _peak_mb(), "rss_after_mb": _rss_mb()}
+            phases[phase] = {"seconds": time.perf_counter() - t, "peak_mb": peak_mb(), "rss_after_mb": rss_mb()}
     elif name == "profile":
         import cProfile
         import io
@@ -196,7 +175,7 @@ def task(name: str, work: Path, profile: bool) -> dict:
     else:
         raise ValueError(name)
     seconds = time.perf_counter() - t0
-    return {"task": name, "seconds": seconds, "peak_mb": _peak_mb(), "start_rss_mb": start_rss, "phases": phases,
+    return {"task": name, "seconds": seconds, "peak_mb": peak_mb(), "start_rss_mb": start_rss, "phases": phases,
             "import_seconds": import_seconds}
 
 
