@@ -19,7 +19,7 @@ def _fail(e: ConverterError) -> None:
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(converter.__version__, prog_name="converter")
 def main() -> None:
-    """Convert neural-network models between Core ML NeuralNetwork, MIL programs and WebNN."""
+    """Convert Core ML NeuralNetwork models and ML programs to ML programs (MIL)."""
 
 
 @main.command("ops")

@@ -1,4 +1,4 @@
-"""converter: Core ML NeuralNetwork, MIL programs and WebNN through one SSA IR.
+"""converter: Core ML NeuralNetwork models and MIL programs through one SSA IR (WebNN and ONNX planned).
 
 Public API:
     load(path) -> Program            read a model (.mlmodel / .mlpackage)
