@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from converter.errors import ConverterError, printable
+from converter.errors import ConverterError
 from tests.cli.helpers import invoke, one_error_line
 from tests.nn.common import builder
 
@@ -46,6 +46,8 @@ def models(tmp_path_factory) -> dict[str, Path]:
 
 
 def test_errors_render_control_characters_as_escapes():
+    from converter.errors import printable
+
     e = ConverterError(f"name '{EVIL_LAYER}' \x9b31m\x7f\u2028\u202e\udcff é ok", op=EVIL_LAYER, field="a\tb")
     assert str(e) == ("op 'fc\\x1b]0;pwned\\x07\\nbad', field 'a\\tb': name 'fc\\x1b]0;pwned\\x07\\nbad' "
                       "\\x9b31m\\x7f\\u2028\\u202e\\udcff é ok")
