@@ -1,22 +1,75 @@
-"""Command line: ``converter ...``. Parses arguments, calls the library, prints; no logic here."""
+"""Command line: ``converter ...``. Parses arguments, calls the library, prints (escaping what comes
+from model files and file names), and turns SIGINT/SIGTERM into a clean exit; no conversion logic here."""
 
 from __future__ import annotations
 
+import contextlib
 import json
+import signal
 import sys
+from collections.abc import Iterator
 
 import click
 
 import converter
-from converter.errors import ConverterError
+from converter.errors import ConverterError, printable
 
 
-def _fail(e: ConverterError) -> None:
+def _fail(e: ConverterError, code: int = 2) -> None:
     click.echo(f"error: {e}", err=True)
-    sys.exit(2)
+    sys.exit(code)
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def _say(text: str, *, err: bool = False) -> None:
+    """Print a line that may hold strings from a model file or a file name (escaped: `printable`)."""
+    click.echo(printable(text), err=err)
+
+
+class _Interrupted(BaseException):
+    """SIGINT or SIGTERM: unwinds like KeyboardInterrupt, so every temporary is removed on the way."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signum)
+        self.signum = signum
+
+
+def _interrupt(signum: int, _frame: object) -> None:
+    for s in (signal.SIGINT, signal.SIGTERM):  # one interrupt is enough; let the cleanup finish
+        signal.signal(s, signal.SIG_IGN)
+    raise _Interrupted(signum)
+
+
+@contextlib.contextmanager
+def _exit_on_interrupt() -> Iterator[None]:
+    """SIGINT and SIGTERM stop the command cleanly: temporaries removed, exit 128 + signal number."""
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():  # only the main thread gets signals
+        yield
+        return
+    saved = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    # a signal ignored on purpose (a background job) stays ignored; None: a handler not set from Python
+    saved = {s: h for s, h in saved.items() if h is not None and h != signal.SIG_IGN}
+    for s in saved:
+        signal.signal(s, _interrupt)
+    try:
+        yield
+    except (_Interrupted, KeyboardInterrupt) as e:
+        signum = e.signum if isinstance(e, _Interrupted) else signal.SIGINT
+        click.echo(f"interrupted ({signal.Signals(signum).name}): nothing partial was written", err=True)
+        sys.exit(128 + signum)
+    finally:
+        for s, handler in saved.items():
+            signal.signal(s, handler)
+
+
+class _Main(click.Group):
+    def invoke(self, ctx: click.Context) -> object:
+        with _exit_on_interrupt():
+            return super().invoke(ctx)
+
+
+@click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(converter.__version__, prog_name="converter")
 def main() -> None:
     """Convert Core ML NeuralNetwork models and ML programs to ML programs (MIL)."""
@@ -46,12 +99,17 @@ def ops_cmd(as_json: bool) -> None:
               help="An .npz file with one array per model input (keyed by input name).")
 @click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz file (printed when omitted).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing .npz file at -o.")
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
-def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str | None) -> None:
+def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bool, function: str | None) -> None:
     """Run MODEL with the reference interpreter on the arrays in an .npz file."""
     import numpy as np
 
+    from converter.destination import resolve_arrays_destination
+
     try:
+        if output_path:
+            resolve_arrays_destination(output_path, sources=[model, inputs_path], overwrite=overwrite)
         prog = converter.load(model)
         feeds = _read_feeds(inputs_path)
         out = converter.run(prog, feeds, function=function)
@@ -70,13 +128,13 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str
         buf = io.BytesIO()
         np.savez(buf, **arrays)
         try:
-            atomic_write_bytes(output_path, buf.getvalue())
+            atomic_write_bytes(output_path, buf.getvalue(), overwrite=overwrite)
         except OSError as e:
             _fail(ConverterError(f"cannot write: {e.strerror or e}", file=output_path))
-        click.echo(f"wrote {len(arrays)} arrays to {output_path}")
+        _say(f"wrote {len(arrays)} arrays to {output_path}")
     else:
         for k, v in out.items():
-            click.echo(f"{k} = {v if isinstance(v, dict) else np.array2string(np.asarray(v), precision=6)}")
+            _say(f"{k} = {v if isinstance(v, dict) else np.array2string(np.asarray(v), precision=6)}")
 
 
 _NPY_MAGIC = b"\x93NUMPY"
@@ -128,7 +186,8 @@ def _read_feeds(path: str) -> dict:
 @main.command("convert")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--output", "output_path", required=True, type=click.Path(),
-              help="Where to write the converted model (.mlpackage, or .mlmodel for a single file).")
+              help="Where to write: NAME.mlpackage (a package), NAME.mlmodel (a single file), or an existing "
+                   "folder to write into (named after SRC). For a folder SRC: the output folder.")
 @click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil"]),
               help="Output format.")
 @click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
@@ -136,7 +195,10 @@ def _read_feeds(path: str) -> dict:
 @click.option("--check", is_flag=True,
               help="Run the source and the written model on the same random inputs; print the largest "
                    "difference per output.")
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool) -> None:
+@click.option("--overwrite", is_flag=True,
+              help="Replace an existing Core ML model at the destination (never any other file or folder, "
+                   "never the source).")
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool, overwrite: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
@@ -146,48 +208,58 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
     from pathlib import Path
 
     from converter.check import compare
+    from converter.destination import resolve_model_destination
     from converter.formats.package import is_mlpackage
 
     if Path(src).is_dir() and not is_mlpackage(src):
-        _convert_folder(Path(src), Path(output_path), target, fmt, check)
+        _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite)
         return
     try:
+        dest = resolve_model_destination(output_path, to=fmt, sources=[src], overwrite=overwrite).path
         prog = converter.load(src)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", converter.ConversionWarning)
-            converter.save(prog, output_path, target=target, to=fmt)
+            converter.save(prog, dest, target=target, to=fmt, overwrite=overwrite)
         for note in prog.meta.get("notes", []) + [str(w.message) for w in caught]:
-            click.echo(f"note: {note}", err=True)
-        click.echo(f"wrote {output_path}")
+            _say(f"note: {note}", err=True)
+        _say(f"wrote {dest}")
         if check:
-            diffs = compare(prog, converter.load(output_path), source_file=src, converted_file=output_path)
+            diffs = compare(prog, converter.load(dest), source_file=src, converted_file=str(dest))
             for name, d in diffs.items():
-                click.echo(f"  {name}: largest difference {d:.3g}")
+                _say(f"  {name}: largest difference {d:.3g}")
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
     except ConverterError as e:
         _fail(e)
 
 
-def _convert_folder(src, out, target: str | None, fmt: str, check: bool) -> None:
-    from converter.batch import convert_tree
+def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool) -> None:
+    from converter.batch import describe_contents, iter_convert_tree
+    from converter.formats.package import MANIFEST_NAME
 
+    if src.suffix.lower() == ".mlpackage":  # named like a model, so not taken for a folder of models
+        _fail(ConverterError(f"not a Core ML package: it has no {MANIFEST_NAME} ({describe_contents(src)})",
+                             file=str(src)), code=1)
+    converted = failed = 0
     try:
-        outcomes = convert_tree(src, out, target=target, to=fmt, check=check)
+        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite):
+            if o.ok:
+                _say(f"ok      {o.source} -> {o.output}")
+                for note in o.notes:
+                    _say(f"        note: {note}")
+            elif o.output is not None:
+                _say(f"failed  {o.source}: written to {o.output}, but the check failed: {o.error}")
+            else:
+                _say(f"failed  {o.source}: {o.error}")
+            if o.differences is not None:
+                click.echo(f"        largest output difference: {max(o.differences.values(), default=0.0):.3g}")
+            converted += o.ok
+            failed += not o.ok
     except ConverterError as e:
         _fail(e)
-    for o in outcomes:
-        if o.ok:
-            click.echo(f"ok      {o.source} -> {o.output}")
-            for note in o.notes:
-                click.echo(f"        note: {note}")
-        elif o.output is not None:
-            click.echo(f"failed  {o.source}: written to {o.output}, but the check failed: {o.error}")
-        else:
-            click.echo(f"failed  {o.source}: {o.error}")
-        if o.differences is not None:
-            click.echo(f"        largest output difference: {max(o.differences.values(), default=0.0):.3g}")
-    failed = sum(not o.ok for o in outcomes)
-    click.echo(f"{len(outcomes) - failed} converted, {failed} failed")
+    if not converted and not failed:
+        _fail(ConverterError(f"no model to convert (no .mlmodel file or .mlpackage folder): {describe_contents(src)}",
+                             file=str(src)), code=1)
+    click.echo(f"{converted} converted, {failed} failed")
     if failed:
         sys.exit(1)
 

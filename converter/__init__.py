@@ -2,7 +2,7 @@
 
 Public API:
     load(path) -> Program            read a model (.mlmodel / .mlpackage)
-    save(program, path, target=...)  write a model
+    save(program, path, target=...)  write a model (never over anything unless overwrite=True)
     convert(src, to=..., out=...)    load + convert + save in one call
     run(program, feeds) -> outputs   the reference interpreter
 """
@@ -10,6 +10,7 @@ Public API:
 from __future__ import annotations
 
 from .api import convert, load, run, save
+from .destination import DestinationError
 from .errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from .ir.core import Block, Function, Op, Program, Value
 
@@ -19,6 +20,7 @@ __all__ = [
     "Block",
     "ConversionWarning",
     "ConverterError",
+    "DestinationError",
     "FormatError",
     "Function",
     "Op",

@@ -1,7 +1,9 @@
 """The library entry points: load, save, convert, run.
 
 ``load`` picks the frontend from the model's type; ``save`` picks the backend from the path and
-options; ``run`` feeds a program the way a Core ML app would (declared shapes, any numeric dtype,
+options, and writes only where converter/destination.py allows (by default it replaces nothing:
+an existing destination is an error unless ``overwrite=True``, and even then only a Core ML model
+is replaced, never the model the program was loaded from); ``run`` feeds a program the way a Core ML app would (declared shapes, any numeric dtype,
 images as H x W x 3 uint8 RGB arrays) and returns outputs as Core ML reports them (classifier
 probabilities as a dict).
 """
@@ -13,6 +15,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from .destination import resolve_model_destination
 from .errors import UnsupportedError
 from .formats.model_file import read_model_file
 from .ir.core import Program
@@ -22,6 +25,10 @@ _NEURAL_NETWORK_TYPES = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetw
                          "pipeline", "pipelineClassifier", "pipelineRegressor")
 
 
+#: ``Program.meta`` key: the file a program was loaded from (absolute), which `save` never writes.
+SOURCE_PATH = "source_path"
+
+
 def load(path: str | os.PathLike) -> Program:
     """Read a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory) into the IR."""
     mf = read_model_file(path)
@@ -29,44 +36,54 @@ def load(path: str | os.PathLike) -> Program:
     if kind == "mlProgram":
         from .frontends.mil import load_mil_program
 
-        return load_mil_program(mf)
-    if kind in _NEURAL_NETWORK_TYPES:
+        prog = load_mil_program(mf)
+    elif kind in _NEURAL_NETWORK_TYPES:
         from .frontends.neuralnetwork import load_neural_network
 
-        return load_neural_network(mf)
-    what = f"model type '{kind}' cannot be converted" if kind else "the model has no model type, so it cannot be converted"
-    raise UnsupportedError(
-        f"{what}: only neural networks (NeuralNetwork, classifier, regressor, pipelines of them) and ML "
-        "programs are supported",
-        file=str(path),
-    )
+        prog = load_neural_network(mf)
+    else:
+        what = f"model type '{kind}' cannot be converted" if kind else "the model has no model type, so it cannot be converted"
+        raise UnsupportedError(
+            f"{what}: only neural networks (NeuralNetwork, classifier, regressor, pipelines of them) and ML "
+            "programs are supported",
+            file=str(path),
+        )
+    prog.meta[SOURCE_PATH] = os.path.abspath(path)
+    return prog
+
+
+def _sources(program: Program) -> list[str]:
+    source = program.meta.get(SOURCE_PATH)
+    return [source] if source else []
 
 
 def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None,
-         durable: bool = False) -> Path:
-    """Write ``program``. ``to``: "mil" (default; ``.mlpackage``, or a bare ``.mlmodel`` when the path
-    ends in .mlmodel and every value can be immediate). ``target``: MIL opset "iOS15".."iOS18".
-    Writing is atomic; ``durable=True`` also fsyncs before publishing (power-loss safety)."""
-    output_format(to)
+         durable: bool = False, overwrite: bool = False) -> Path:
+    """Write ``program``; returns the path written. ``to``: "mil" (default): ``NAME.mlpackage`` is a
+    package, ``NAME.mlmodel`` a single file (every value immediate); an existing folder means "into
+    it", named after the model the program was loaded from; other extensions are refused.
+    ``target``: MIL opset "iOS15".."iOS18".
+
+    Nothing is replaced unless ``overwrite=True`` (`DestinationError` otherwise), and then only a
+    Core ML model file or a package holding nothing but its own items; the model the program was
+    loaded from is never written, nor anything inside it. Writing is atomic; ``durable=True`` also
+    fsyncs before publishing (power-loss safety)."""
+    dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
     from .backends.mil import save_mlprogram
 
-    return save_mlprogram(program, path, target=target, durable=durable)
-
-
-def output_format(to: str | None) -> str:
-    """The output format ``to`` names for `save` ("mil" when None); `UnsupportedError` if none."""
-    fmt = (to or "mil").lower() if isinstance(to, (str, type(None))) else None
-    if fmt in ("mil", "mlprogram", "mlpackage"):
-        return "mil"
-    raise UnsupportedError(f"unknown output format '{to}' (supported: mil)")
+    return save_mlprogram(program, dest.path, target=target, durable=durable, single_file=dest.single_file,
+                          overwrite=overwrite)
 
 
 def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
-            target: str | None = None) -> Program:
-    """Load ``src`` (a path or a Program), and write it as ``to`` at ``out`` when given."""
+            target: str | None = None, overwrite: bool = False) -> Program:
+    """Load ``src`` (a path or a Program), and write it as ``to`` at ``out`` when given (where and
+    whether as for `save`; a destination that is refused is refused before ``src`` is read)."""
+    if out is not None and not isinstance(src, Program):
+        resolve_model_destination(out, to=to, sources=[src], overwrite=overwrite)
     prog = src if isinstance(src, Program) else load(src)
     if out is not None:
-        save(prog, out, target=target, to=to)
+        save(prog, out, target=target, to=to, overwrite=overwrite)
     return prog
 
 

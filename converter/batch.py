@@ -6,6 +6,11 @@ converted (it does not load, a folder cannot be created, writing fails, ``check`
 reported with its error and the rest go on; nothing partial is written for it, and no folder is
 left behind for a model that was not written. A folder that cannot be listed is reported too.
 The output folder is never searched for models (it may lie inside the source folder).
+
+Each destination obeys converter/destination.py: an existing one is replaced only with
+``overwrite`` (and only if it is a clean Core ML package), and none may be a source model, lie
+inside one or hold one, so that converting a folder into itself never rewrites an input. Two
+sources with one destination (``a.mlmodel`` and ``a.mlpackage``): the second is a failure.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .destination import DestinationError, Sources, output_format, resolve_model_destination
 from .errors import ConversionWarning, ConverterError
 
 
@@ -76,31 +82,52 @@ def _remove_empty(folders: list[Path]) -> None:
 
 
 def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
-                 check: bool = False) -> list[Outcome]:
-    """Convert every model under ``src`` to ``out`` (see the module docstring).
+                 check: bool = False, overwrite: bool = False) -> list[Outcome]:
+    """`iter_convert_tree`, as a list."""
+    return list(iter_convert_tree(src, out, target=target, to=to, check=check, overwrite=overwrite))
 
-    ``to``/``target`` as for `converter.save`; an unknown ``to`` raises `UnsupportedError` before
-    anything is done. With ``check``, each written model is run against its source on random
-    inputs (`converter.check.compare`) and ``Outcome.differences`` is filled in.
+
+def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
+                      check: bool = False, overwrite: bool = False) -> Iterator[Outcome]:
+    """Convert every model under ``src`` to ``out`` (see the module docstring), one outcome at a time.
+
+    ``to``/``target``/``overwrite`` as for `converter.save`; an unknown ``to`` or an ``out`` that is
+    not a folder raises before anything is done. Every model is found before the first is written,
+    and no destination may be a source, lie inside one or hold one (converter/destination.py), so
+    converting a folder into itself rewrites no input. With ``check``, each written model is run
+    against its source on random inputs (`converter.check.compare`) and ``Outcome.differences`` is
+    filled in.
     """
-    from .api import load, output_format, save
+    from .api import load, save
 
     src, out = Path(src), Path(out)
     output_format(to)
-    if out.exists() and not out.is_dir():
-        raise ConverterError("the output of a folder conversion must be a folder", file=str(out))
+    if os.path.lexists(out) and not out.is_dir():
+        raise DestinationError("the output of a folder conversion must be a folder", file=str(out))
+    if out.suffix.lower() in (".mlpackage", ".mlmodel"):
+        raise DestinationError(f"the output of a folder conversion must be a folder, not a model name "
+                               f"('{out.suffix}')", file=str(out))
 
-    outcomes: list[Outcome] = []
+    unlisted: list[Outcome] = []
 
-    def unlisted(e: OSError) -> None:
-        outcomes.append(Outcome(Path(e.filename or src), None, _os_error(e, src, "cannot list folder")))
+    def on_error(e: OSError) -> None:
+        unlisted.append(Outcome(Path(e.filename or src), None, _os_error(e, src, "cannot list folder")))
 
-    for path in find_models(src, skip=out, onerror=unlisted):
-        dest = (out / path.relative_to(src)).with_suffix(".mlpackage")
+    models = list(find_models(src, skip=out, onerror=on_error))
+    yield from unlisted
+    sources = Sources(models)
+    claimed: dict[Path, Path] = {}  # destination (resolved folder) -> the source written there
+    for path in models:
         try:
+            dest = resolve_model_destination((out / path.relative_to(src)).with_suffix(".mlpackage"), to=to,
+                                             sources=sources, overwrite=overwrite, into_folder=False).path
+            key = Path(os.path.realpath(dest.parent)) / dest.name
+            if key in claimed:
+                raise DestinationError(f"also the destination of '{claimed[key]}', converted before", file=str(dest))
+            claimed[key] = path
             prog = load(path)
         except ConverterError as e:
-            outcomes.append(Outcome(path, None, e))
+            yield Outcome(path, None, e)
             continue
         created: list[Path] = []
         try:
@@ -111,13 +138,16 @@ def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | N
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always", ConversionWarning)
                 try:
-                    save(prog, dest, target=target, to=to)
+                    save(prog, dest, target=target, to=to, overwrite=overwrite)
                 except OSError as e:
                     raise _os_error(e, dest, "cannot write") from None
         except ConverterError as e:
             _remove_empty(created)
-            outcomes.append(Outcome(path, None, e))
+            yield Outcome(path, None, e)
             continue
+        except BaseException:  # an interrupt: no folder left behind for the model in progress either
+            _remove_empty(created)
+            raise
         notes = list(prog.meta.get("notes", [])) + [str(w.message) for w in caught]
         outcome = Outcome(path, dest, notes=notes)
         if check:
@@ -125,8 +155,18 @@ def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | N
                 outcome.differences = _check(prog, path, dest)
             except ConverterError as e:
                 outcome.error = e
-        outcomes.append(outcome)
-    return outcomes
+        yield outcome
+
+
+def describe_contents(folder: Path) -> str:
+    """What ``folder`` holds, in a few words ("it is empty", "it holds 2 files and 1 folder")."""
+    files = folders = 0
+    for _dirpath, dirnames, filenames in os.walk(folder):
+        files += len(filenames)
+        folders += len(dirnames)
+    if not files and not folders:
+        return "it is empty"
+    return f"it holds {files} file{'s' * (files != 1)} and {folders} folder{'s' * (folders != 1)}"
 
 
 def _check(prog, source: Path, dest: Path) -> dict[str, float]:

@@ -1,12 +1,35 @@
 """Exceptions raised by the converter.
 
-Every error says *where* (file, function, op or layer, field) and *what*. Callers can catch
-``ConverterError`` for everything the converter reports on purpose; anything else is a bug.
+Every error says *where* (file, function, op or layer, field) and *what*, on one line. Callers can
+catch ``ConverterError`` for everything the converter reports on purpose; anything else is a bug.
+
+Names in messages come from model files, which may be hostile: an error renders them through
+`printable`, so that no name can move the cursor, retitle or reprogram a terminal, or split one
+error over several lines.
 """
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+# Characters that act on a terminal or a line-based reader rather than show: C0 controls, DEL and C1
+# controls (ESC, BEL, CSI, OSC, newlines, ...), the Unicode line and paragraph separators, and the
+# bidirectional-text controls that reorder what is shown (the "Trojan Source" characters); also lone
+# surrogates, which stand for undecodable bytes in file names and cannot be printed at all.
+_UNPRINTABLE = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+_SHORT_ESCAPES = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(match: re.Match[str]) -> str:
+    ch = match.group()
+    return _SHORT_ESCAPES.get(ch) or (f"\\x{ord(ch):02x}" if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+
+
+def printable(text: object) -> str:
+    """``text`` with every control character written as an escape (``\\x1b``, ``\\n``, ...): safe to
+    print to a terminal or a report line, and still readable. Other characters are kept."""
+    return _UNPRINTABLE.sub(_escape, str(text))
 
 
 class ConverterError(Exception):
@@ -53,7 +76,7 @@ class ConverterError(Exception):
 
     def _render(self) -> str:
         where = self.where()
-        return f"{where}: {self.message}" if where else self.message
+        return printable(f"{where}: {self.message}" if where else self.message)
 
     def with_location(self, **where: Any) -> ConverterError:
         """Fill in location fields that are still unknown (inner code rarely knows the file)."""

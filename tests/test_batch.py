@@ -159,8 +159,8 @@ def test_output_that_is_a_file_is_one_line(tmp_path):
 def test_output_folder_inside_the_source_is_not_converted_again(tmp_path):
     src = _small_tree(tmp_path)
     out = src / "converted"
-    for _ in range(2):
-        result = CliRunner().invoke(cli.main, ["convert", str(src), "-o", str(out)])
+    for again in ([], ["--overwrite"]):
+        result = CliRunner().invoke(cli.main, ["convert", str(src), "-o", str(out), *again])
         assert result.exit_code == 0, result.output
         assert "2 converted, 0 failed" in result.output
     assert not (out / "converted").exists()

@@ -7,15 +7,25 @@ at the destination untouched. Readers therefore see either the old file or the n
 partial one.
 
 Temporary names start with ``.`` and end with ``.tmp`` so that they are easy to recognise (and to
-clean up by hand after a crash, the one case where one can be left behind).
+clean up by hand after a crash, the one case where one can be left behind). An interrupt (SIGINT,
+or SIGTERM turned into an exception by the caller, as the command line does) unwinds through the
+same cleanup; while a destination is being swapped, SIGINT and SIGTERM are held back and delivered
+right after, so that an interrupt cannot leave the old copy renamed aside.
+
+``overwrite=False`` publishes without replacing: a file is hard-linked into place (which fails if
+the name exists), a folder is renamed (which fails over a non-empty folder), so that something
+appearing at the destination after it was checked is not replaced either.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import secrets
 import shutil
+import signal
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -88,32 +98,87 @@ def _remove(path: Path) -> None:
             path.unlink()
 
 
-def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike) -> None:
+@contextlib.contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM back (main thread only) and deliver them when the block ends."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    pending: list[int] = []
+    saved: dict[int, object] = {}
+    for signum in (signal.SIGINT, signal.SIGTERM):
+        handler = signal.getsignal(signum)
+        if handler is None or handler == signal.SIG_IGN:  # installed outside Python, or ignored
+            continue
+        signal.signal(signum, lambda s, _frame: pending.append(s))
+        saved[signum] = handler
+    try:
+        yield
+    finally:
+        for signum, handler in saved.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(pending):
+            signal.raise_signal(signum)
+
+
+def _exists_error(dest: Path) -> FileExistsError:
+    return FileExistsError(errno.EEXIST, "already exists", str(dest))
+
+
+def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool = True) -> None:
     """Move the finished ``tmp`` (file or directory) to ``dest``, replacing what is there.
 
     A file over a file is one atomic ``os.replace``. A directory cannot be renamed over a non-empty
     directory, so an existing ``dest`` is first renamed aside, then ``tmp`` is renamed into place,
     then the old one is deleted; if the second rename fails the old one is renamed back. Between
     the two renames ``dest`` briefly does not exist, but it never holds a partial result.
+    ``overwrite=False``: `FileExistsError` rather than replacing anything (see the module docstring).
     """
     tmp, dest = Path(tmp), Path(dest)
-    if not tmp.is_dir() and not (dest.is_dir() and not dest.is_symlink()):
-        os.replace(tmp, dest)
+    with _signals_held():
+        if not overwrite:
+            _publish_new(tmp, dest)
+            fsync_dir(dest.parent)
+            return
+        if not tmp.is_dir() and not (dest.is_dir() and not dest.is_symlink()):
+            os.replace(tmp, dest)
+            fsync_dir(dest.parent)
+            return
+        if not os.path.lexists(dest):
+            os.rename(tmp, dest)
+            fsync_dir(dest.parent)
+            return
+        old = temp_name_beside(dest, "old")
+        os.rename(dest, old)
+        try:
+            os.rename(tmp, dest)
+        except BaseException:
+            os.rename(old, dest)
+            raise
         fsync_dir(dest.parent)
+        _remove(old)
+
+
+def _publish_new(tmp: Path, dest: Path) -> None:
+    """Rename ``tmp`` to ``dest`` only if nothing is at ``dest`` (`FileExistsError` otherwise)."""
+    if os.path.lexists(dest):
+        raise _exists_error(dest)
+    if tmp.is_dir():
+        try:
+            os.rename(tmp, dest)  # fails over anything but an empty folder
+        except OSError as e:
+            if e.errno in (errno.ENOTEMPTY, errno.EEXIST, errno.ENOTDIR, errno.EISDIR):
+                raise _exists_error(dest) from None
+            raise
         return
-    if not os.path.lexists(dest):
-        os.rename(tmp, dest)
-        fsync_dir(dest.parent)
-        return
-    old = temp_name_beside(dest, "old")
-    os.rename(dest, old)
     try:
+        os.link(tmp, dest)  # atomic, and never replaces
+    except FileExistsError:
+        raise _exists_error(dest) from None
+    except OSError:  # no hard links on this file system: the check above has to do
         os.rename(tmp, dest)
-    except BaseException:
-        os.rename(old, dest)
-        raise
-    fsync_dir(dest.parent)
-    _remove(old)
+        return
+    os.unlink(tmp)
 
 
 @contextlib.contextmanager
@@ -126,8 +191,9 @@ def _cleanup_on_error(tmp: Path) -> Iterator[None]:
 
 
 def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memoryview, *,
-                       durable: bool = True) -> Path:
-    """Write ``data`` to ``path`` atomically (temporary file, rename; fsync first when ``durable``)."""
+                       durable: bool = True, overwrite: bool = True) -> Path:
+    """Write ``data`` to ``path`` atomically (temporary file, rename; fsync first when ``durable``).
+    ``overwrite=False``: `FileExistsError` if something is at ``path`` (nothing is replaced)."""
     path = Path(path)
     fd, tmp = create_temp_beside(path)
     with _cleanup_on_error(tmp):
@@ -136,5 +202,5 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes | bytearray | memory
             f.flush()
             if durable:
                 os.fsync(f.fileno())
-        replace_path(tmp, path)
+        replace_path(tmp, path, overwrite=overwrite)
     return path

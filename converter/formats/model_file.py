@@ -124,6 +124,8 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
         raise FormatError(f"cannot read: {e.strerror or e}", file=str(e.filename or p)) from None
 
 
-def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False) -> None:
-    """Write a bare ``.mlmodel`` atomically (fsynced too when ``durable``)."""
-    atomic_write_bytes(Path(path), model.SerializeToString(), durable=durable)
+def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False,
+                  overwrite: bool = True) -> None:
+    """Write a bare ``.mlmodel`` atomically (fsynced too when ``durable``; replacing an existing
+    file only when ``overwrite``)."""
+    atomic_write_bytes(Path(path), model.SerializeToString(), durable=durable, overwrite=overwrite)

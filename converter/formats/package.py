@@ -263,7 +263,7 @@ def write_package(
     callable runs after ``write_weights``, so the proto can carry the blob offsets the writer
     returned. If anything fails, the temporary package is deleted and an existing ``dest`` is
     left as it was; it is replaced only after the new package is complete (and fsynced when
-    ``durable``). Returns ``dest``.
+    ``durable``), and only when ``overwrite``. Returns ``dest``.
     """
     dest = Path(dest)
     if not overwrite and os.path.lexists(dest):
@@ -293,7 +293,7 @@ def write_package(
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=4, sort_keys=True) + "\n", encoding="utf-8")
         if durable:
             fsync_tree(tmp)
-        replace_path(tmp, dest)
+        replace_path(tmp, dest, overwrite=overwrite)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

@@ -82,7 +82,7 @@ def test_failing_save_keeps_existing_output(tmp_path: Path, suffix: str):
     out = converter.save(_small_program(), tmp_path / f"out{suffix}")
     before, listing = tree_digest(tmp_path), _listing(tmp_path)
     with pytest.raises(UnsupportedError):
-        converter.save(_unwritable_program(), out)
+        converter.save(_unwritable_program(), out, overwrite=True)
     assert tree_digest(tmp_path) == before and _listing(tmp_path) == listing
     assert print_program(converter.load(out)) == print_program(_small_program())
 
@@ -98,7 +98,7 @@ def test_save_failing_while_writing_weights(tmp_path: Path, monkeypatch: pytest.
 
     monkeypatch.setattr(mil_backend.BlobWriter, "write", disk_full)
     with pytest.raises(FormatError, match="No space left on device") as e:
-        converter.save(_weighty_program(), out)
+        converter.save(_weighty_program(), out, overwrite=True)
     assert e.value.file == str(out)
     assert tree_digest(tmp_path) == before and _listing(tmp_path) == listing
 
@@ -131,18 +131,20 @@ def test_source_package_is_not_modified(path: Path, tmp_path: Path):
     assert digest() == before
 
 
-def test_save_over_the_loaded_package(tmp_path: Path):
-    """Saving a program over the package its weights are still mapped from (convert in place)."""
+def test_save_over_the_loaded_package_is_refused(tmp_path: Path):
+    """Saving a program over the package its weights are mapped from is refused, even with
+    ``overwrite=True`` (the source is never written); the package stays as it was and still runs."""
     src = shutil.copytree(TORCH / "cnn_bn_mlprogram.mlpackage", tmp_path / "m.mlpackage")
+    before = tree_digest(tmp_path)
     prog = converter.load(src)
     feeds = random_feeds(prog)
     expected = converter.run(prog, feeds)
-    converter.save(prog, src)
-    again = converter.load(src)
-    assert_same_program(prog, again)
-    out = converter.run(again, feeds)
+    for overwrite in (False, True):
+        with pytest.raises(converter.DestinationError, match="the output would replace the source"):
+            converter.save(prog, src, overwrite=overwrite)
+    assert tree_digest(tmp_path) == before
+    out = converter.run(converter.load(src), feeds)
     assert all(same_bits(expected[k], out[k]) for k in expected)
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.mlpackage"]  # no temporaries left
 
 
 # ---------------------------------------------------------------------------------------------
@@ -247,8 +249,8 @@ def test_write_state_outside_ios18_is_refused(tmp_path: Path):
 
 def test_no_temporaries_after_many_saves(tmp_path: Path):
     for _ in range(3):
-        converter.save(_weighty_program(), tmp_path / "w.mlpackage")
-        converter.save(_small_program(), tmp_path / "s.mlmodel")
+        converter.save(_weighty_program(), tmp_path / "w.mlpackage", overwrite=True)
+        converter.save(_small_program(), tmp_path / "s.mlmodel", overwrite=True)
     assert sorted(os.listdir(tmp_path)) == ["s.mlmodel", "w.mlpackage"]
 
 

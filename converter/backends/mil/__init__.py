@@ -517,13 +517,15 @@ def _warn_renamed_features(prog: Program, signatures: dict[str, tuple[list[str],
 
 
 def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None = None,
-                   single_file: bool | None = None, durable: bool = False) -> Path:
+                   single_file: bool | None = None, durable: bool = False, overwrite: bool = True) -> Path:
     """Write ``prog`` as an ``.mlpackage`` (default) or, when asked and possible, a bare ``.mlmodel``.
 
     A bare ``.mlmodel`` holds every value immediately; it is chosen by ``single_file=True`` or by a
     path ending in ``.mlmodel``. Outputs are written atomically: nothing appears at ``path`` unless
     the whole model was written (built beside it, then renamed). ``durable`` also fsyncs the files
     before the rename, for safety against power loss, at the cost of waiting for the disk.
+    ``overwrite=False`` never replaces anything at ``path`` (`converter.save` decides what may be
+    replaced, see converter/destination.py; this only closes the gap between its check and the rename).
     """
     path = Path(path)
     target = target or default_target(prog)
@@ -532,7 +534,7 @@ def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None
     try:
         if single_file:
             model = program_to_model(prog, target=target, store_blob=None)
-            write_mlmodel(path, model, durable=durable)
+            write_mlmodel(path, model, durable=durable, overwrite=overwrite)
             return path
         holder: dict[str, Model_pb2.Model] = {}
 
@@ -541,7 +543,8 @@ def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None
                 holder["model"] = program_to_model(prog, target=target,
                                                    store_blob=_blob_policy(target, writer.write))
 
-        return write_package(path, lambda: holder["model"].SerializeToString(), write_weights, durable=durable)
+        return write_package(path, lambda: holder["model"].SerializeToString(), write_weights, durable=durable,
+                             overwrite=overwrite)
     except ConverterError as e:
         e.with_location(file=str(path))
         raise
