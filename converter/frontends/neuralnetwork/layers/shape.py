@@ -19,7 +19,7 @@ import numpy as np
 
 from ....formats.proto import NeuralNetwork_pb2 as nn
 from ....ir.core import Value
-from ....ir.types import is_static_dim
+from ....ir.types import is_static_dim, num_elements
 from ..context import LayerContext
 from ..registry import lowers
 
@@ -117,6 +117,23 @@ def shape_vector(ctx: LayerContext, ref: Value, what: str) -> IntArg:
     return ctx.b.shape(x=ref, name=f"{ctx.name}_{what}_shape")
 
 
+def reshape_target(lead: Sequence[Any], tail: Sequence[int]) -> list[int]:
+    """The reshape target that keeps the ``lead`` dims of an input and gives it ``tail`` after
+    them (``tail`` may hold one -1): literal sizes where they are static, -1 for the one unknown
+    size when ``tail`` has none, 0 (copy the input's dim) for the others. Literal sizes keep the
+    result's dims static, and a -1 rather than a 0 for a symbolic dim lets coremltools' MIL loader
+    infer the shape (its reshape inference reads a 0 literally when the input has symbolic dims)."""
+    free = -1 not in tail
+    out: list[int] = []
+    for d in lead:
+        if is_static_dim(d):
+            out.append(int(d))
+        else:
+            out.append(-1 if free else 0)
+            free = False
+    return out + [int(t) for t in tail]
+
+
 def vector_length(ctx: LayerContext, v: IntArg, what: str) -> int:
     """The length of a 1-D shape/reps vector: a FormatError for another rank, an
     UnsupportedError for a run-time length."""
@@ -143,17 +160,22 @@ def reshape(ctx: LayerContext) -> Value:
     if ctx.rank(x) != 5:
         raise ctx.fail(f"needs a rank-5 input [Seq, Batch, C, H, W], '{x.name}' has rank {ctx.rank(x)}")
     target = [int(t) for t in p.targetShape]
+    shape = ctx.shape(x)
     if len(target) == 3:
-        lead = [0, 0]  # Seq and Batch kept: each [C, H, W] is reshaped on its own
+        lead = list(shape[:2])  # Seq and Batch kept: each [C, H, W] is reshaped on its own
+        size = num_elements(shape[2:])
+        if size is not None and size != int(np.prod(target)):
+            raise ctx.fail(f"each [C, H, W] of the input holds {size} elements, targetShape {target} holds "
+                           f"{int(np.prod(target))}", field="targetShape")
     elif len(target) == 4:
-        lead, target = [target[0], 0], target[1:]  # Seq_out from the target, Batch kept
+        lead, target = [target[0], shape[1]], target[1:]  # Seq_out from the target, Batch kept
     else:
         raise ctx.fail(f"targetShape must be [C, H, W] or [Seq, C, H, W], got {target}", field="targetShape")
     if p.mode == nn.ReshapeLayerParams.CHANNEL_FIRST:
-        return b.reshape(x=x, shape=lead + target, name=n)
+        return b.reshape(x=x, shape=reshape_target(lead, target), name=n)
     c_out, h_out, w_out = target
     hwc = b.transpose(x=x, perm=[0, 1, 3, 4, 2], name=f"{n}_hwc")
-    y = b.reshape(x=hwc, shape=lead + [h_out, w_out, c_out], name=f"{n}_hwc_out")
+    y = b.reshape(x=hwc, shape=reshape_target(lead, [h_out, w_out, c_out]), name=f"{n}_hwc_out")
     return b.transpose(x=y, perm=[0, 1, 4, 2, 3], name=n)
 
 
@@ -165,7 +187,10 @@ def flatten(ctx: LayerContext) -> Value:
     r = len(need_rank(ctx, x, 3))
     if ctx.params.mode == nn.FlattenLayerParams.CHANNEL_LAST:
         x = ctx.b.transpose(x=x, perm=list(range(r - 3)) + [r - 2, r - 1, r - 3], name=f"{ctx.name}_hwc")
-    return ctx.b.reshape(x=x, shape=[0] * (r - 3) + [-1, 1, 1], name=ctx.name)
+    shape = ctx.shape(x)
+    size = num_elements(shape[r - 3:])
+    return ctx.b.reshape(x=x, shape=reshape_target(shape[: r - 3], [-1 if size is None else size, 1, 1]),
+                         name=ctx.name)
 
 
 @lowers("permute")
