@@ -301,10 +301,16 @@ def concat_nd(ctx: LayerContext) -> Value:
 
 @lowers("splitND")
 def split_nd(ctx: LayerContext) -> Sequence[Value]:
-    """splitSizes (when given; numSplits is then ignored) or numSplits equal parts along axis."""
+    """splitSizes (when given; numSplits is then ignored) or numSplits parts along axis. The spec
+    allows unequal parts; Core ML splits as ``numpy.array_split`` does (coremltools' device test
+    ``test_split_nd_cpu`` expects it): the first ``dim % numSplits`` parts hold one more element.
+    MIL's ``split`` takes ``num_splits`` for equal parts only, so unequal sizes are passed as
+    ``split_sizes``; when the axis is only known at run time, the parts are sliced at bounds
+    computed from its length (``_array_split_at_run_time``)."""
     p = ctx.params
     x = ctx.input()
-    axis = norm_axis(ctx, int(p.axis), ctx.rank(x))
+    shape = ctx.shape(x)
+    axis = norm_axis(ctx, int(p.axis), len(shape))
     if p.splitSizes:
         sizes = [int(s) for s in p.splitSizes]
         ctx.expect_outputs(len(sizes), "splitSizes")
@@ -315,7 +321,40 @@ def split_nd(ctx: LayerContext) -> Sequence[Value]:
     ctx.expect_outputs(n, "numSplits")
     if n == 1:
         return [ctx.b.identity(x=x, name=ctx.name)]
-    return list(ctx.b.split(x=x, num_splits=n, axis=axis, name=ctx.name))
+    dim = shape[axis]
+    if not is_static_dim(dim):
+        return _array_split_at_run_time(ctx, x, n, axis)
+    d = int(dim)
+    if d < n:
+        raise ctx.fail(f"numSplits {n} is more than the {d} values along axis {int(p.axis)}", field="numSplits")
+    if d % n == 0:
+        return list(ctx.b.split(x=x, num_splits=n, axis=axis, name=ctx.name))
+    q, rem = divmod(d, n)
+    return list(ctx.b.split(x=x, split_sizes=[q + 1] * rem + [q] * (n - rem), axis=axis, name=ctx.name))
+
+
+def _array_split_at_run_time(ctx: LayerContext, x: Value, n: int, axis: int) -> list[Value]:
+    """``numpy.array_split(x, n, axis)`` for a run-time length L: part k is [b_k, b_{k+1}) with
+    b_k = k * (L // n) + min(k, L % n)."""
+    b, name = ctx.b, ctx.name
+    r = ctx.rank(x)
+    length = b.slice_by_index(x=b.shape(x=x, name=f"{name}_shape"), begin=[axis], end=[axis + 1],
+                              name=f"{name}_length")
+    q = b.floor_div(x=length, y=np.int32(n), name=f"{name}_quotient")
+    rem = b.mod(x=length, y=np.int32(n), name=f"{name}_remainder")
+    ks = np.arange(n + 1, dtype=np.int32)
+    bounds = b.add(x=b.mul(x=ks, y=q, name=f"{name}_steps"), y=b.minimum(x=ks, y=rem, name=f"{name}_extra"),
+                   name=f"{name}_bounds")
+    others = [i != axis for i in range(r)]  # every other axis is taken whole (masked bounds)
+    zeros_before, zeros_after = np.zeros(axis, np.int32), np.zeros(r - axis - 1, np.int32)
+
+    def at(k: int, what: str) -> Value:
+        bound = b.slice_by_index(x=bounds, begin=[k], end=[k + 1], name=f"{name}_{what}{k}")
+        parts = [v for v in (zeros_before, bound, zeros_after) if not isinstance(v, np.ndarray) or v.size]
+        return bound if len(parts) == 1 else b.concat(values=tuple(parts), axis=0, name=f"{name}_{what}{k}_vector")
+
+    return [b.slice_by_index(x=x, begin=at(k, "begin"), end=at(k + 1, "end"), begin_mask=others, end_mask=others,
+                             name=f"{name}_part{k}") for k in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------
