@@ -250,9 +250,17 @@ def sequence_repeat(ctx: LayerContext) -> Value:
 
 @lowers("transpose")
 def transpose(ctx: LayerContext) -> Value:
+    """``axes`` permutes the input's axes. Axes naming fewer axes than the input has permute the
+    trailing ones when the leading axes are 1s, which are dropped (rank len(axes)): an image input
+    is [1, C, H, W] or [1, 1, C, H, W] (io.py), and coremltools' builder writes a transpose
+    [1, 2, 0] to HWC for images made from [C, H, W] arrays (Core ML runs it)."""
     x = ctx.input()
     axes = [int(a) for a in ctx.params.axes]
-    r = ctx.rank(x)
+    shape = ctx.shape(x)
+    r, k = len(shape), len(axes)
+    if 0 < k < r and sorted(axes) == list(range(k)) and all(is_static_dim(d) and int(d) == 1 for d in shape[:r - k]):
+        x = ctx.b.squeeze(x=x, axes=list(range(r - k)), name=f"{ctx.name}_trailing")
+        r = k
     if sorted(axes) != list(range(r)):
         raise ctx.fail(f"axes must be a permutation of [0, {r}), got {axes}", field="axes")
     return ctx.b.transpose(x=x, perm=axes, name=ctx.name)
