@@ -320,8 +320,9 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
       or a layer refuses the model with Seq = 1 (for example an innerProduct whose inputChannels
       count Seq steps moved into C by a permute) and converting again with the sequence form
       for the inputs that layer reads from (``sequence_retry_inputs``) succeeds. If it does not,
-      the Seq = 1 error is reported. ``converter.run`` still accepts the declared form of such an
-      input (as Seq = 1); the migrated model declares the rank-5 form with its Seq range.
+      the Seq = 1 error is reported (two conversions at most). ``converter.run`` still accepts
+      the declared form of such an input (as Seq = 1); the migrated model declares the rank-5
+      form, default [1, 1, C, H, W], Seq ranging from 1 without upper bound.
     Like Core ML, a network that needs a sequence may accept only some lengths (the permute ->
     innerProduct example takes exactly inputChannels / C steps): other lengths fail when run.
     """
@@ -342,16 +343,18 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
             candidates.update(f.name for f in d.input if f.type.WhichOneof("Type") == "multiArrayType"
                               and len(f.type.multiArrayType.shape) in (1, 3))
         indices.update(index_inputs(nn, names))
-    first: FormatError | None = None
-    while True:
-        try:
-            return _convert(mf, options, models, seq, indices)
-        except FormatError as e:
-            more = sequence_retry_inputs(e, models, candidates - set(seq))
-            if not more:
-                raise (first or e) from None
-            first = first or e
-            seq.update(dict.fromkeys(more, f"feeds layer '{e.op}', which needs a sequence (Seq > 1)"))
+    try:
+        return _convert(mf, options, models, seq, indices)
+    except FormatError as e:
+        more = sequence_retry_inputs(e, models, candidates - set(seq))
+        if not more:
+            raise
+        error = e
+    seq.update(dict.fromkeys(more, f"feeds layer '{error.op}', which needs a sequence (Seq > 1)"))
+    try:  # one more conversion at most: the cost of a refused model stays bounded
+        return _convert(mf, options, models, seq, indices)
+    except FormatError:
+        raise error from None
 
 
 def _convert(mf: ModelFile, options: Options, models: list[Model_pb2.Model], seq: dict[str, str],
