@@ -20,6 +20,7 @@ import converter
 from converter.check import random_feeds
 from converter.formats.proto import Model_pb2
 from converter.ir.core import Program
+from converter.ir.types import is_static_dim
 
 from ..conftest import MODELS
 from .coverage import networks
@@ -81,11 +82,6 @@ MALFORMED: dict[str, tuple[str, str]] = {
         "embedding1 reads categoricalInput1, declared [2] (the spec: an embedding reads one index per "
         "step, shape [1]); and layer 'concat' reads 'numericInput', which nothing produces (the input "
         "is 'numericalInput')"),
-    "real/3a80f611_coreml_no_train.mlmodel": (
-        "dense_17",
-        "dense_17 has inputChannels 49 = 7 x (2 + 5): it was built for 7-step sequences fed through "
-        "inputs declared [1], but a declared [1] input is one step (Seq = 1) unless it reaches a "
-        "recurrent layer, so the two embeddings give 2 + 5 = 7 values"),
 }
 
 # The layers to take out of a malformed builder model so that the rest of it can run.
@@ -151,6 +147,26 @@ NPZ_FIXES = {
 }
 
 
+# real models whose inputs take the sequence form [Seq, 1, C, H, W] because their layers need more
+# than one step: the sequence length the layers were built for
+SEQUENCE_STEPS = {
+    # dense_17 has inputChannels 49 = 7 x (2 + 5): the two embeddings (2 and 5 channels) are
+    # permuted across their 7 steps and flattened (a Keras model exported for 7-step inputs)
+    "real/3a80f611_coreml_no_train.mlmodel": 7,
+}
+
+
+def _with_steps(feeds: dict[str, Any], prog: Program, steps: int) -> dict[str, Any]:
+    """``feeds`` with every input of a flexible leading (Seq) dim given ``steps`` steps."""
+    out = dict(feeds)
+    for v in prog.main.inputs:
+        shape = v.type.shape
+        if shape is not None and len(shape) == 5 and not is_static_dim(shape[0]):
+            x = np.asarray(feeds[v.name])
+            out[v.name] = np.resize(x, (steps, *x.shape[1:]))  # the random steps repeated
+    return out
+
+
 def feeds_for(path: Path, prog: Program) -> dict[str, Any]:
     mid = model_id(path)
     if path.parent == BUILDER:
@@ -162,6 +178,8 @@ def feeds_for(path: Path, prog: Program) -> dict[str, Any]:
         with np.load(TORCH / f"{name}.inputs.npz") as data:
             return {k: data[k] for k in data.files}
     feeds = random_feeds(prog.main, seed=0)
+    if mid in SEQUENCE_STEPS:
+        feeds = _with_steps(feeds, prog, SEQUENCE_STEPS[mid])
     rng = np.random.default_rng(1)
     for name, dim in _embedding_index_inputs(read_spec(path)).items():
         x = np.asarray(feeds[name])

@@ -65,6 +65,8 @@ CANNOT: dict[str, tuple[type[BaseException], str, str]] = {
         IndexError, "list index out of range", "its permute shape calculator assumes rank-4 shapes"),
     "real/1655a77a_s4tf_house_simplified_trained_model.mlmodel": (
         IndexError, "list index out of range", "its permute shape calculator assumes rank-4 shapes"),
+    "real/3a80f611_coreml_no_train.mlmodel": (
+        IndexError, "list index out of range", "its permute shape calculator assumes rank-4 shapes"),
     "real/39fbeb97_coreml_simplified_no_train.mlmodel": (
         IndexError, "list index out of range", "its permute shape calculator assumes rank-4 shapes"),
     "real/49719a08_keras_model.mlmodel": (

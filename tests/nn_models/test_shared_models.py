@@ -54,7 +54,7 @@ def test_model_tables_match_the_manifest(shared_dir: Path) -> None:
                         or not set(manifest[p]["submodel_types"]) <= _NEURAL)
     assert sorted(REFUSED) == not_neural
     assert set(MALFORMED) <= set(listed) - set(not_neural)
-    assert (len(NN_FILES), len(REFUSED), len(MALFORMED), len(RUNS)) == (80, 20, 4, 56)
+    assert (len(NN_FILES), len(REFUSED), len(MALFORMED), len(RUNS)) == (80, 20, 3, 57)
 
 
 @pytest.mark.parametrize("path", [MODELS / p for p in sorted(REFUSED)], ids=model_id)

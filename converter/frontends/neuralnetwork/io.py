@@ -6,6 +6,24 @@ and go through the network's preprocessing (scaler, mean image). With legacy ran
 (spec <= 3, or RANK5_ARRAY_MAPPING) a declared [C] becomes [1, 1, C, 1, 1] and [C, H, W] becomes
 [1, 1, C, H, W]; a sequence input is [Seq, 1, C, 1, 1]. Outputs go back to the declared shape
 and dtype (image outputs to [1, C, H, W]).
+
+Image inputs and the rank the layers see (``NeuralNetworkImageShapeMapping``, spec >= 4):
+- RANK5_IMAGE_MAPPING (the only form for spec <= 3): [1, 1, C, H, W];
+- RANK4_IMAGE_MAPPING: [1, C, H, W].
+The proto's comments on the enum and Core ML's validator (NeuralNetworkValidator.cpp gives an image
+input rank 5 or 4 by that mapping, and multiArray inputs of ND networks the rank of their declared
+shape) say so, and coremltools' converters build on it: an ML program's image input must be
+(1, C, H, W) (backend_helper._validate_image_input_output_shapes) and the NeuralNetwork backend
+writes RANK4 networks whose layers address that rank-4 tensor. The program input of an image is
+[1, C, H, W] in both cases (the preprocessing works on it) and RANK5 adds the leading axis.
+coremltools' builder also turns rank-3 multiArray inputs into images (``make_image_input`` /
+``set_pre_processing_parameters``, with a ``transpose`` [1, 2, 0] to HWC for image_format NHWC),
+keeping layers written for rank 3, and Core ML runs them (its tests
+test_multiarray_to_image_input_util*): the leading size-1 axes are implicit, as in Core ML's
+rank-5 blobs, so a transpose that names fewer axes than its input has permutes the trailing axes
+and drops the leading 1s (shape.py). A multiArray output is returned in its declared shape when
+the network's result has the same number of elements (Core ML does: the transpose-elimination test
+declares (H, W, C) = (1, 1, 3) for a [.., 3, 1, 1] result and gets (1, 1, 3)), in ND networks too.
 """
 
 from __future__ import annotations
@@ -94,16 +112,15 @@ def from_network(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType | None, 
         return v
     declared = [int(d) for d in ft.multiArrayType.shape]
     shape = t.shape
-    if rank5 and shape is not None and len(shape) == 5:
+    if shape is not None and (len(shape) == 5 or not rank5):
         static = all(is_static_dim(d) for d in shape)
-        if declared and static and num_elements(shape) == int(np.prod(declared)):
+        extra = len(shape) - len(declared)
+        if declared and static and list(shape) != declared and num_elements(shape) == int(np.prod(declared)):
             v = b.reshape(x=v, shape=declared, name=f"{name}_declared")
-        elif not declared and all(is_static_dim(d) and int(d) == 1 for d in shape[:2]):
+        elif rank5 and not declared and all(is_static_dim(d) and int(d) == 1 for d in shape[:2]):
             v = b.squeeze(x=v, axes=[0, 1], name=f"{name}_chw")
-        elif declared and not static and len(declared) < 5:
-            squeezable = [i for i, d in enumerate(shape[:5 - len(declared)]) if is_static_dim(d) and int(d) == 1]
-            if len(squeezable) == 5 - len(declared):
-                v = b.squeeze(x=v, axes=squeezable, name=f"{name}_declared")
+        elif declared and not static and extra > 0 and all(is_static_dim(d) and int(d) == 1 for d in shape[:extra]):
+            v = b.squeeze(x=v, axes=list(range(extra)), name=f"{name}_declared")
     if v.type.dtype.name != out_dtype:
         v = b.cast(x=v, dtype=out_dtype, name=f"{name}_{out_dtype}")
     return v

@@ -130,9 +130,10 @@ def uses_quantized_weights(models: list[Model_pb2.Model]) -> bool:
 def sequence_inputs(nn: Any, names: list[str]) -> set[str]:
     """Inputs that reach a recurrent layer's sequence input through per-step layers.
 
-    Only recurrent layers decide this: reshapes and permutes that mention Seq are common in models
-    fed with Seq = 1 (Keras exports), and giving their inputs the [Seq, 1, C, H, W] form would change
-    the interface of models that never see a sequence.
+    Only recurrent layers decide this up front: reshapes and permutes that mention Seq are common
+    in models fed with Seq = 1 (Keras exports), and giving their inputs the [Seq, 1, C, H, W] form
+    would change the interface of models that never see a sequence. Inputs whose other layers need
+    Seq > 1 are found by ``load_neural_network`` (see ``sequence_retry_inputs``).
     """
     out = set()
     for name in names:
@@ -145,6 +146,26 @@ def sequence_inputs(nn: Any, names: list[str]) -> set[str]:
             if kind in PER_STEP and any(i in reach for i in layer.input):
                 reach.update(layer.output)
     return out
+
+
+def layers_reached(nn: Any, name: str) -> set[str]:
+    """Names of the layers (nested ones included) that read blob ``name``, directly or through
+    other layers."""
+    reach, layers = {name}, set()
+    for _, layer in iter_layers(nn):
+        if any(i in reach for i in layer.input):
+            layers.add(layer.name or layer.WhichOneof("layer") or "")
+            reach.update(layer.output)
+    return layers
+
+
+def sequence_retry_inputs(error: FormatError, models: list[Model_pb2.Model], candidates: Iterable[str]) -> set[str]:
+    """The ``candidates`` (rank-5 array inputs fed with Seq = 1 so far) from which the layer that
+    refused the model (``error.op``) is reached: the inputs that may need a sequence."""
+    if not error.op or not (error.op_type or "").startswith("layer"):
+        return set()
+    return {name for name in candidates
+            if any(error.op in layers_reached(network_of(m), name) for m in models)}
 
 
 def index_inputs(nn: Any, names: list[str]) -> dict[str, int]:
@@ -262,7 +283,9 @@ class NetworkConverter:
             features[d.predictedProbabilitiesName] = prob_dict
 
 
-def _input_type(f: Model_pb2.FeatureDescription, sequence: bool, notes: list[str], file: str) -> Type:
+def _input_type(f: Model_pb2.FeatureDescription, sequence: str | None, notes: list[str], file: str) -> Type:
+    """The IR type of input ``f``; ``sequence``: why it takes the [Seq, 1, C, H, W] form (None:
+    its declared form)."""
     try:
         t = desc.feature_to_type(f.type, fresh_symbol)
     except desc.DescriptionError as e:
@@ -271,21 +294,75 @@ def _input_type(f: Model_pb2.FeatureDescription, sequence: bool, notes: list[str
         t = t.with_dtype(fp32)
         notes.append(f"input '{f.name}' is DOUBLE; the network computes in fp32 (as Core ML does), so the "
                      f"converted model takes fp32")
-    if sequence and isinstance(t, TensorType) and t.shape is not None and len(t.shape) in (1, 3):
+    if sequence is not None and _sequence_capable(t):
         chw = tuple(t.shape) + (1, 1) if len(t.shape) == 1 else tuple(t.shape)
         t = TensorType(t.dtype, (io.sequence_symbol(f.name), 1) + chw)
-        notes.append(f"input '{f.name}' feeds a recurrent layer: it takes the legacy [Seq, Batch, C, H, W] form "
+        notes.append(f"input '{f.name}' {sequence}: it takes the legacy [Seq, Batch, C, H, W] form "
                      f"(Seq flexible, Batch 1)")
     return t
 
 
+def _sequence_capable(t: Type) -> bool:
+    """A declared [C] or [C, H, W] array: Core ML also feeds it as a sequence [Seq, 1, C, H, W]."""
+    return isinstance(t, TensorType) and t.shape is not None and len(t.shape) in (1, 3)
+
+
 def load_neural_network(mf: ModelFile, options: Options | None = None) -> Program:
-    """The IR of a NeuralNetwork model (see module docstring)."""
+    """The IR of a NeuralNetwork model (see module docstring).
+
+    Rank-5 inputs and the sequence axis: Core ML feeds a declared [C] or [C, H, W] array of a
+    rank-5 network either in that form (Seq = 1) or as a sequence [Seq, 1, C, H, W] of any length.
+    An ML program has one input shape, so each such input gets one of two forms:
+    - its declared form (Seq = 1), the rule: a model fed single steps keeps its interface, in
+      ``converter.run`` and in the migrated model;
+    - [Seq, 1, C, H, W] with Seq flexible (1 and up, no upper bound), when the network needs a
+      sequence: the input reaches a recurrent layer through per-step layers (``sequence_inputs``),
+      or a layer refuses the model with Seq = 1 (for example an innerProduct whose inputChannels
+      count Seq steps moved into C by a permute) and converting again with the sequence form
+      for the inputs that layer reads from (``sequence_retry_inputs``) succeeds. If it does not,
+      the Seq = 1 error is reported (two conversions at most). ``converter.run`` still accepts
+      the declared form of such an input (as Seq = 1); the migrated model declares the rank-5
+      form, default [1, 1, C, H, W], Seq ranging from 1 without upper bound.
+    Like Core ML, a network that needs a sequence may accept only some lengths (the permute ->
+    innerProduct example takes exactly inputChannels / C steps): other lengths fail when run.
+    """
     options = options or Options()
     file = str(mf.path)
     model = mf.model
     models = stages(model, file)
     check_layers(models, file)
+    d = model.description
+    names = [f.name for f in d.input]
+    seq: dict[str, str] = {}
+    candidates: set[str] = set()  # declared [C] / [C, H, W] arrays of rank-5 networks
+    indices: dict[str, int] = {}
+    for m in models:
+        nn = network_of(m)
+        if m.specificationVersion <= 3 or nn.arrayInputShapeMapping == NeuralNetwork_pb2.RANK5_ARRAY_MAPPING:
+            seq.update(dict.fromkeys(sequence_inputs(nn, names), "feeds a recurrent layer"))
+            candidates.update(f.name for f in d.input if f.type.WhichOneof("Type") == "multiArrayType"
+                              and len(f.type.multiArrayType.shape) in (1, 3))
+        indices.update(index_inputs(nn, names))
+    try:
+        return _convert(mf, options, models, seq, indices)
+    except FormatError as e:
+        more = sequence_retry_inputs(e, models, candidates - set(seq))
+        if not more:
+            raise
+        error = e
+    seq.update(dict.fromkeys(more, f"feeds layer '{error.op}', which needs a sequence (Seq > 1)"))
+    try:  # one more conversion at most: the cost of a refused model stays bounded
+        return _convert(mf, options, models, seq, indices)
+    except FormatError:
+        raise error from None
+
+
+def _convert(mf: ModelFile, options: Options, models: list[Model_pb2.Model], seq: dict[str, str],
+             indices: dict[str, int]) -> Program:
+    """The program of ``models``; inputs named in ``seq`` take the sequence form (see
+    ``load_neural_network``)."""
+    file = str(mf.path)
+    model = mf.model
     opset = "iOS16" if options.keep_compression and uses_quantized_weights(models) else "iOS15"
     prog = Program()
     fn = Function("main", opset)
@@ -293,15 +370,8 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     conv = NetworkConverter(mf, fn, options, models)
     d = model.description
     features: dict[str, Value] = {}
-    seq = set()
-    indices: dict[str, int] = {}
-    for m in models:
-        nn = network_of(m)
-        if m.specificationVersion <= 3 or nn.arrayInputShapeMapping == NeuralNetwork_pb2.RANK5_ARRAY_MAPPING:
-            seq |= sequence_inputs(nn, [f.name for f in d.input])
-        indices.update(index_inputs(nn, [f.name for f in d.input]))
     for f in d.input:
-        t = _input_type(f, f.name in seq, conv.notes, file)
+        t = _input_type(f, seq.get(f.name), conv.notes, file)
         features[f.name] = fn.block.new_input(f.name, t)
         fn.input_info[f.name] = FeatureInfo(f.name, _described_input(f.type, t), f.shortDescription)
         if f.name in indices:  # for random test inputs (converter.check): valid indices only

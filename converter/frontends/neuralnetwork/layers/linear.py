@@ -19,6 +19,7 @@ from ....ir.core import Value
 from ....ir.types import is_static_dim, num_elements
 from ..context import LayerContext
 from ..registry import lowers
+from .shape import reshape_target
 
 
 def _check_int8_dynamic(ctx: LayerContext, wp: NeuralNetwork_pb2.WeightParams) -> None:
@@ -65,10 +66,10 @@ def inner_product(ctx: LayerContext) -> Value:
                        f"inputChannels is {c_in}", field="inputChannels")
     if rank <= 3:
         return b.linear(x=x, weight=weight, bias=bias, name=n)
-    if not all(is_static_dim(d) and int(d) == 1 for d in shape[-2:]):
-        # [..., C, H, W] -> [..., C_in, 1, 1]; a 0 keeps a (symbolic) batch dim of x
-        lead = [int(d) if is_static_dim(d) else 0 for d in shape[: rank - 3]]
-        x = b.reshape(x=x, shape=lead + [c_in, 1, 1], name=f"{n}_flat")
+    if size is None or not all(is_static_dim(d) and int(d) == 1 for d in shape[-2:]):
+        # [..., C, H, W] -> [..., C_in, 1, 1] (also when C * H * W is only known at run time: a
+        # sequence permuted into C)
+        x = b.reshape(x=x, shape=reshape_target(shape[: rank - 3], [c_in, 1, 1]), name=f"{n}_flat")
     rows = b.squeeze(x=x, axes=[rank - 2, rank - 1], name=f"{n}_rows")
     y = b.linear(x=rows, weight=weight, bias=bias, name=f"{n}_linear")
     return b.expand_dims(x=y, axes=[rank - 2, rank - 1], name=n)

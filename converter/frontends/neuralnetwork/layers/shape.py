@@ -19,7 +19,7 @@ import numpy as np
 
 from ....formats.proto import NeuralNetwork_pb2 as nn
 from ....ir.core import Value
-from ....ir.types import is_static_dim
+from ....ir.types import is_static_dim, num_elements
 from ..context import LayerContext
 from ..registry import lowers
 
@@ -117,6 +117,23 @@ def shape_vector(ctx: LayerContext, ref: Value, what: str) -> IntArg:
     return ctx.b.shape(x=ref, name=f"{ctx.name}_{what}_shape")
 
 
+def reshape_target(lead: Sequence[Any], tail: Sequence[int]) -> list[int]:
+    """The reshape target that keeps the ``lead`` dims of an input and gives it ``tail`` after
+    them (``tail`` may hold one -1): literal sizes where they are static, -1 for the one unknown
+    size when ``tail`` has none, 0 (copy the input's dim) for the others. Literal sizes keep the
+    result's dims static, and a -1 rather than a 0 for a symbolic dim lets coremltools' MIL loader
+    infer the shape (its reshape inference reads a 0 literally when the input has symbolic dims)."""
+    free = -1 not in tail
+    out: list[int] = []
+    for d in lead:
+        if is_static_dim(d):
+            out.append(int(d))
+        else:
+            out.append(-1 if free else 0)
+            free = False
+    return out + [int(t) for t in tail]
+
+
 def vector_length(ctx: LayerContext, v: IntArg, what: str) -> int:
     """The length of a 1-D shape/reps vector: a FormatError for another rank, an
     UnsupportedError for a run-time length."""
@@ -143,17 +160,22 @@ def reshape(ctx: LayerContext) -> Value:
     if ctx.rank(x) != 5:
         raise ctx.fail(f"needs a rank-5 input [Seq, Batch, C, H, W], '{x.name}' has rank {ctx.rank(x)}")
     target = [int(t) for t in p.targetShape]
+    shape = ctx.shape(x)
     if len(target) == 3:
-        lead = [0, 0]  # Seq and Batch kept: each [C, H, W] is reshaped on its own
+        lead = list(shape[:2])  # Seq and Batch kept: each [C, H, W] is reshaped on its own
+        size = num_elements(shape[2:])
+        if size is not None and size != int(np.prod(target)):
+            raise ctx.fail(f"each [C, H, W] of the input holds {size} elements, targetShape {target} holds "
+                           f"{int(np.prod(target))}", field="targetShape")
     elif len(target) == 4:
-        lead, target = [target[0], 0], target[1:]  # Seq_out from the target, Batch kept
+        lead, target = [target[0], shape[1]], target[1:]  # Seq_out from the target, Batch kept
     else:
         raise ctx.fail(f"targetShape must be [C, H, W] or [Seq, C, H, W], got {target}", field="targetShape")
     if p.mode == nn.ReshapeLayerParams.CHANNEL_FIRST:
-        return b.reshape(x=x, shape=lead + target, name=n)
+        return b.reshape(x=x, shape=reshape_target(lead, target), name=n)
     c_out, h_out, w_out = target
     hwc = b.transpose(x=x, perm=[0, 1, 3, 4, 2], name=f"{n}_hwc")
-    y = b.reshape(x=hwc, shape=lead + [h_out, w_out, c_out], name=f"{n}_hwc_out")
+    y = b.reshape(x=hwc, shape=reshape_target(lead, [h_out, w_out, c_out]), name=f"{n}_hwc_out")
     return b.transpose(x=y, perm=[0, 1, 4, 2, 3], name=n)
 
 
@@ -165,7 +187,10 @@ def flatten(ctx: LayerContext) -> Value:
     r = len(need_rank(ctx, x, 3))
     if ctx.params.mode == nn.FlattenLayerParams.CHANNEL_LAST:
         x = ctx.b.transpose(x=x, perm=list(range(r - 3)) + [r - 2, r - 1, r - 3], name=f"{ctx.name}_hwc")
-    return ctx.b.reshape(x=x, shape=[0] * (r - 3) + [-1, 1, 1], name=ctx.name)
+    shape = ctx.shape(x)
+    size = num_elements(shape[r - 3:])
+    return ctx.b.reshape(x=x, shape=reshape_target(shape[: r - 3], [-1 if size is None else size, 1, 1]),
+                         name=ctx.name)
 
 
 @lowers("permute")
@@ -225,9 +250,17 @@ def sequence_repeat(ctx: LayerContext) -> Value:
 
 @lowers("transpose")
 def transpose(ctx: LayerContext) -> Value:
+    """``axes`` permutes the input's axes. Axes naming fewer axes than the input has permute the
+    trailing ones when the leading axes are 1s, which are dropped (rank len(axes)): an image input
+    is [1, C, H, W] or [1, 1, C, H, W] (io.py), and coremltools' builder writes a transpose
+    [1, 2, 0] to HWC for images made from [C, H, W] arrays (Core ML runs it)."""
     x = ctx.input()
     axes = [int(a) for a in ctx.params.axes]
-    r = ctx.rank(x)
+    shape = ctx.shape(x)
+    r, k = len(shape), len(axes)
+    if 0 < k < r and sorted(axes) == list(range(k)) and all(is_static_dim(d) and int(d) == 1 for d in shape[:r - k]):
+        x = ctx.b.squeeze(x=x, axes=list(range(r - k)), name=f"{ctx.name}_trailing")
+        r = k
     if sorted(axes) != list(range(r)):
         raise ctx.fail(f"axes must be a permutation of [0, {r}), got {axes}", field="axes")
     return ctx.b.transpose(x=x, perm=axes, name=ctx.name)
@@ -276,10 +309,16 @@ def concat_nd(ctx: LayerContext) -> Value:
 
 @lowers("splitND")
 def split_nd(ctx: LayerContext) -> Sequence[Value]:
-    """splitSizes (when given; numSplits is then ignored) or numSplits equal parts along axis."""
+    """splitSizes (when given; numSplits is then ignored) or numSplits parts along axis. The spec
+    allows unequal parts; Core ML splits as ``numpy.array_split`` does (coremltools' device test
+    ``test_split_nd_cpu`` expects it): the first ``dim % numSplits`` parts hold one more element.
+    MIL's ``split`` takes ``num_splits`` for equal parts only, so unequal sizes are passed as
+    ``split_sizes``; when the axis is only known at run time, the parts are sliced at bounds
+    computed from its length (``_array_split_at_run_time``)."""
     p = ctx.params
     x = ctx.input()
-    axis = norm_axis(ctx, int(p.axis), ctx.rank(x))
+    shape = ctx.shape(x)
+    axis = norm_axis(ctx, int(p.axis), len(shape))
     if p.splitSizes:
         sizes = [int(s) for s in p.splitSizes]
         ctx.expect_outputs(len(sizes), "splitSizes")
@@ -290,7 +329,40 @@ def split_nd(ctx: LayerContext) -> Sequence[Value]:
     ctx.expect_outputs(n, "numSplits")
     if n == 1:
         return [ctx.b.identity(x=x, name=ctx.name)]
-    return list(ctx.b.split(x=x, num_splits=n, axis=axis, name=ctx.name))
+    dim = shape[axis]
+    if not is_static_dim(dim):
+        return _array_split_at_run_time(ctx, x, n, axis)
+    d = int(dim)
+    if d < n:
+        raise ctx.fail(f"numSplits {n} is more than the {d} values along axis {int(p.axis)}", field="numSplits")
+    if d % n == 0:
+        return list(ctx.b.split(x=x, num_splits=n, axis=axis, name=ctx.name))
+    q, rem = divmod(d, n)
+    return list(ctx.b.split(x=x, split_sizes=[q + 1] * rem + [q] * (n - rem), axis=axis, name=ctx.name))
+
+
+def _array_split_at_run_time(ctx: LayerContext, x: Value, n: int, axis: int) -> list[Value]:
+    """``numpy.array_split(x, n, axis)`` for a run-time length L: part k is [b_k, b_{k+1}) with
+    b_k = k * (L // n) + min(k, L % n)."""
+    b, name = ctx.b, ctx.name
+    r = ctx.rank(x)
+    length = b.slice_by_index(x=b.shape(x=x, name=f"{name}_shape"), begin=[axis], end=[axis + 1],
+                              name=f"{name}_length")
+    q = b.floor_div(x=length, y=np.int32(n), name=f"{name}_quotient")
+    rem = b.mod(x=length, y=np.int32(n), name=f"{name}_remainder")
+    ks = np.arange(n + 1, dtype=np.int32)
+    bounds = b.add(x=b.mul(x=ks, y=q, name=f"{name}_steps"), y=b.minimum(x=ks, y=rem, name=f"{name}_extra"),
+                   name=f"{name}_bounds")
+    others = [i != axis for i in range(r)]  # every other axis is taken whole (masked bounds)
+    zeros_before, zeros_after = np.zeros(axis, np.int32), np.zeros(r - axis - 1, np.int32)
+
+    def at(k: int, what: str) -> Value:
+        bound = b.slice_by_index(x=bounds, begin=[k], end=[k + 1], name=f"{name}_{what}{k}")
+        parts = [v for v in (zeros_before, bound, zeros_after) if not isinstance(v, np.ndarray) or v.size]
+        return bound if len(parts) == 1 else b.concat(values=tuple(parts), axis=0, name=f"{name}_{what}{k}_vector")
+
+    return [b.slice_by_index(x=x, begin=at(k, "begin"), end=at(k + 1, "end"), begin_mask=others, end_mask=others,
+                             name=f"{name}_part{k}") for k in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------
