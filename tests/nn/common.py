@@ -3,12 +3,17 @@ NeuralNetworkBuilder are converted (``converter.load``) and run (``converter.run
 program is also saved as an .mlpackage, loaded again and run again (bit-identical outputs) and
 handed to coremltools' MIL proto loader, which re-runs its own type inference on every op we emit.
 Also here: the onnxmltools + onnxruntime oracle, the malformed-model check and a closeness check.
-Helpers of a single layer family stay in that family's ``*_util`` module or test file."""
+Helpers of a single layer family stay in that family's ``*_util`` module or test file.
+
+Under tools/mutate_nn_lowerings.py (``CONVERTER_MUTATION=1``) the MIL round trip and coremltools'
+loader are skipped: both sides of the round trip see the same mutated lowering, so they cannot
+tell a mutant from the original, and they are most of a test's time."""
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +25,9 @@ import numpy as np
 import converter
 from converter.errors import ConverterError, FormatError
 from converter.ir.core import Program
+
+# Set by tools/mutate_nn_lowerings.py: skip the checks that cannot kill a mutant (see the docstring).
+MUTATION_RUN = os.environ.get("CONVERTER_MUTATION") == "1"
 
 # -- coremltools -----------------------------------------------------------------------------------
 
@@ -67,6 +75,8 @@ def flexible(spec: Any, name: str, lower: Sequence[int], upper: Sequence[int]) -
 
 def coremltools_accepts(package: Path) -> None:
     """coremltools' MIL proto loader (which re-runs its type inference on every op) loads ``package``."""
+    if MUTATION_RUN:
+        return
     _milproto_loader().load(Path(package))
 
 
@@ -122,7 +132,10 @@ def through_mil(prog: Program, feeds: Mapping[str, np.ndarray], tmp: Path,
     (``outs`` if already run), bit-identical unless ``same`` compares them; and coremltools' MIL
     proto loader accepts the package, unless ``coremltools_loads`` is False (for a known
     disagreement of its type inference). ``renamed_ok``: the MIL form may rename outputs (a model
-    declaring one output twice). Returns the reloaded program's outputs."""
+    declaring one output twice). Returns the reloaded program's outputs (under the mutation tool,
+    ``prog``'s own: nothing is saved)."""
+    if MUTATION_RUN:
+        return dict(converter.run(prog, feeds) if outs is None else outs)
     package = converter.save(prog, _fresh_dir(tmp) / "model.mlpackage")
     if outs is None:
         outs = converter.run(prog, feeds)
