@@ -10,7 +10,8 @@ so a test's oracle sees the original). Three families:
   encodings are weights.py's business); nested networks (branch, loop) are not looked into either
   (their layers are lowered through the same dispatch and get mutants of their own).
 - ``elements``: two elements of a repeated field of length 2 to 4 swap (kernelSize [kh, kw],
-  strides, border amounts, axes, the activations of a recurrent layer).
+  strides, border amounts, axes, the activations of a recurrent layer), except in fields that name
+  a set (``ORDERLESS``, with the spec's words).
 - ``inputs``: the layer's first two inputs swap, for kinds whose result depends on their order
   (``COMMUTATIVE`` lists the others, with the reason).
 
@@ -50,6 +51,19 @@ COMMUTATIVE: dict[str, str] = {
     "logicalOr": "x OR y is symmetric",
     "logicalXor": "x XOR y is symmetric",
     "dot": "the dot product and the cosine similarity of two vectors are symmetric",
+}
+
+# Repeated fields that name a set: the order of their elements means nothing (the spec's words),
+# so swapping two elements is no mutant. (kind, field) -> reason.
+_REDUCE_ND = ("reduceSum", "reduceMean", "reduceProd", "reduceL1", "reduceL2", "reduceMax", "reduceMin",
+              "reduceSumSquare", "reduceLogSum", "reduceLogSumExp")
+ORDERLESS: dict[tuple[str, str], str] = {
+    **{(k, "axes"): "Reduce*LayerParams: \"axes: dimensions along which to perform reduction\" (a set of axes)"
+       for k in _REDUCE_ND},
+    ("squeeze", "axes"): "SqueezeLayerParams: \"decreases the rank of the input tensor by removing unit "
+                         "dimensions\": axes names the set of dimensions removed",
+    ("expandDims", "axes"): "ExpandDimsLayerParams: \"increases the rank of the input tensor by adding unit "
+                            "dimensions\": axes names the set of output positions that are new",
 }
 
 Step = str | int  # a field name, or an index into the repeated field named before it
@@ -176,7 +190,8 @@ def _message_mutants(kind: str, msg: Any, path: tuple[Step, ...]) -> Iterator[tu
             yield Mutant(kind, "fields", path, fa.name, fb.name), _value(msg, fa) != _value(msg, fb)
     for fd in fields:
         value = getattr(msg, fd.name)
-        if _repeated(fd) and 2 <= len(value) <= MAX_ELEMENTS:
+        orderless = not path and (kind, fd.name) in ORDERLESS
+        if _repeated(fd) and 2 <= len(value) <= MAX_ELEMENTS and not orderless:
             for i, j in combinations(range(len(value)), 2):
                 yield Mutant(kind, "elements", (*path, fd.name), i, j), _item(value[i]) != _item(value[j])
         if fd.message_type is None or fd.message_type.full_name in OPAQUE:
