@@ -191,9 +191,12 @@ def summarize(generated: dict[str, dict], order: dict[str, list[str]], results: 
         for key, n in k.items():
             totals[key] += n
     kinds_seen = set(tally["loaded_by"])
+    no_mutants = sorted(kinds_seen - set(per_kind))
     return {
         "kinds": sorted(kinds) if kinds else "all",
         "kinds_without_tests": sorted((kinds or set()) - kinds_seen),
+        "kinds_without_mutants": no_mutants,
+        "tests_per_kind": {k: len(v) for k, v in sorted(tally["loaded_by"].items())},
         "totals": dict(totals),
         "per_kind": {k: dict(v) for k, v in sorted(per_kind.items())},
         "survivors": sorted(survivors, key=lambda s: (s["module"], s["kind"], s["id"])),
@@ -221,6 +224,9 @@ def markdown(report: dict[str, Any]) -> str:
     ]
     if report["kinds_without_tests"]:
         lines += [f"Kinds no test loads: {', '.join(report['kinds_without_tests'])}", ""]
+    if report["kinds_without_mutants"]:
+        lines += [f"Kinds the tests load whose layers have no two swappable parameters "
+                  f"({len(report['kinds_without_mutants'])}): {', '.join(report['kinds_without_mutants'])}", ""]
     by_module: dict[str, list[dict]] = defaultdict(list)
     for sv in report["survivors"]:
         by_module[sv["module"]].append(sv)
@@ -235,11 +241,13 @@ def markdown(report: dict[str, Any]) -> str:
             shown = ", ".join(f"`{n}`" for n in ran[:3]) + (f" (+{len(ran) - 3} more)" if len(ran) > 3 else "")
             lines.append(f"- `{sv['id']}` ({sv['family']}): {len(ran)} test(s) ran: {shown}")
         lines.append("")
-    lines += ["## Per kind", "", "| kind | generated | equivalent | killed | survived | accepted | crashed |",
-              "|---|---|---|---|---|---|---|"]
+    lines += ["## Per kind", "",
+              "| kind | tests loading it | generated | equivalent | killed | survived | accepted | crashed |",
+              "|---|---|---|---|---|---|---|---|"]
     for kind, k in report["per_kind"].items():
-        lines.append(f"| {kind} | {k.get('generated', 0)} | {k.get('equivalent', 0)} | {k.get('killed', 0)} | "
-                     f"{k.get('survived', 0)} | {k.get('accepted', 0)} | {k.get('crashed', 0)} |")
+        lines.append(f"| {kind} | {report['tests_per_kind'].get(kind, 0)} | {k.get('generated', 0)} | "
+                     f"{k.get('equivalent', 0)} | {k.get('killed', 0)} | {k.get('survived', 0)} | "
+                     f"{k.get('accepted', 0)} | {k.get('crashed', 0)} |")
     if report["failing_unmutated"]:
         lines += ["", "Tests that failed unmutated (not used): " + ", ".join(report["failing_unmutated"])]
     return "\n".join(lines) + "\n"
