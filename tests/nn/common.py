@@ -2,13 +2,20 @@
 NeuralNetworkBuilder are converted (``converter.load``) and run (``converter.run``); every converted
 program is also saved as an .mlpackage, loaded again and run again (bit-identical outputs) and
 handed to coremltools' MIL proto loader, which re-runs its own type inference on every op we emit.
-Also here: the onnxmltools + onnxruntime oracle, the malformed-model check and a closeness check.
-Helpers of a single layer family stay in that family's ``*_util`` module or test file."""
+Also here: the onnxmltools + onnxruntime oracle, the malformed-model check, a closeness check and
+``compare_with_oracle``, which records the running test's oracle comparisons for the coverage
+plugin's ``oracle_checks`` declarations (tests/nn_models/coverage.py).
+Helpers of a single layer family stay in that family's ``*_util`` module or test file.
+
+Under tools/mutate_nn_lowerings.py (``CONVERTER_MUTATION=1``) the MIL round trip and coremltools'
+loader are skipped: both sides of the round trip see the same mutated lowering, so they cannot
+tell a mutant from the original, and they are most of a test's time."""
 
 from __future__ import annotations
 
 import functools
 import logging
+import os
 import tempfile
 import warnings
 from collections.abc import Callable, Mapping, Sequence
@@ -20,6 +27,10 @@ import numpy as np
 import converter
 from converter.errors import ConverterError, FormatError
 from converter.ir.core import Program
+from tests.nn_models.coverage import record_oracle
+
+# Set by tools/mutate_nn_lowerings.py: skip the checks that cannot kill a mutant (see the docstring).
+MUTATION_RUN = os.environ.get("CONVERTER_MUTATION") == "1"
 
 # -- coremltools -----------------------------------------------------------------------------------
 
@@ -67,6 +78,8 @@ def flexible(spec: Any, name: str, lower: Sequence[int], upper: Sequence[int]) -
 
 def coremltools_accepts(package: Path) -> None:
     """coremltools' MIL proto loader (which re-runs its type inference on every op) loads ``package``."""
+    if MUTATION_RUN:
+        return
     _milproto_loader().load(Path(package))
 
 
@@ -122,7 +135,10 @@ def through_mil(prog: Program, feeds: Mapping[str, np.ndarray], tmp: Path,
     (``outs`` if already run), bit-identical unless ``same`` compares them; and coremltools' MIL
     proto loader accepts the package, unless ``coremltools_loads`` is False (for a known
     disagreement of its type inference). ``renamed_ok``: the MIL form may rename outputs (a model
-    declaring one output twice). Returns the reloaded program's outputs."""
+    declaring one output twice). Returns the reloaded program's outputs (under the mutation tool,
+    ``prog``'s own: nothing is saved)."""
+    if MUTATION_RUN:
+        return dict(converter.run(prog, feeds) if outs is None else outs)
     package = converter.save(prog, _fresh_dir(tmp) / "model.mlpackage")
     if outs is None:
         outs = converter.run(prog, feeds)
@@ -173,7 +189,35 @@ def onnx_oracle(spec: Any, feeds: Mapping[str, np.ndarray]) -> dict[str, np.ndar
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         model = onnxmltools_oracle.to_onnx(spec.SerializeToString())
-    return onnxmltools_oracle.run(model, feeds)
+    return {k: OracleArray.of(v, "onnxruntime") for k, v in onnxmltools_oracle.run(model, feeds).items()}
+
+
+class OracleArray(np.ndarray):
+    """An array an oracle we did not write computed (``onnx_oracle``'s outputs, and what is derived
+    from them: reshapes, slices, arithmetic): ``check_close`` against it records an oracle
+    comparison of the running test (tests/nn_models/coverage.py, ``oracle_checks``)."""
+
+    oracle: str = ""
+
+    @classmethod
+    def of(cls, value: Any, oracle: str) -> Any:
+        if not isinstance(value, np.ndarray):
+            return value
+        out = value.view(cls)
+        out.oracle = oracle
+        return out
+
+    def __array_finalize__(self, obj: Any) -> None:
+        self.oracle = getattr(obj, "oracle", "")
+
+
+def compare_with_oracle(got: Any, want: Any, *, oracle: str, **tolerances: Any) -> None:
+    """``check_close(got, want, **tolerances)`` where ``want`` comes from an oracle we did not write:
+    ``"onnxruntime"``, ``"torch"``, ``"coremltools"`` or ``"spec formula"`` (numpy written in the
+    test from the spec's formula, independently of the implementation). Records the comparison
+    for the running test's ``oracle_checks`` declaration."""
+    check_close(got, want, **tolerances)
+    record_oracle(oracle)
 
 
 def check_close(got: Any, want: Any, *, rtol: float, atol: float, match: str = "shape",
@@ -182,7 +226,9 @@ def check_close(got: Any, want: Any, *, rtol: float, atol: float, match: str = "
     the shapes are equal; "size", only the element counts (``want`` is reshaped: rank-5 results
     against [N, C, H, W] oracles); "squeezed", the shapes are equal but for size-1 axes.
     ``want_dtype``: the dtype ``want`` is compared in; ``atol_scaled``: ``atol`` is relative to the
-    largest magnitude of ``want``, at least 1."""
+    largest magnitude of ``want``, at least 1. When ``want`` is an ``OracleArray`` the comparison
+    is recorded as an oracle check (``compare_with_oracle``)."""
+    oracle = getattr(want, "oracle", "")
     got = np.asarray(got)
     want = np.asarray(want) if want_dtype is None else np.asarray(want, want_dtype)
     if match == "shape":
@@ -200,3 +246,5 @@ def check_close(got: Any, want: Any, *, rtol: float, atol: float, match: str = "
     if atol_scaled:
         atol *= max(1.0, float(np.max(np.abs(want)))) if want.size else 1.0
     np.testing.assert_allclose(got, want, rtol=rtol, atol=atol, equal_nan=True, err_msg=err_msg)
+    if oracle:
+        record_oracle(oracle)

@@ -25,6 +25,21 @@ that model are recorded), which is slower and may under-count, never over-count.
 declaration to paste into a module:
 
     python -m tests.nn_models.coverage tests/nn/test_<family>.py
+
+Oracle checks. A test that compares the results of its models against an oracle we did not write
+(onnxruntime, torch, coremltools, or a formula written in the test from the spec) says which
+layer kinds and subtypes (subtypes.py: ``activation.scaledTanh``, ``unary.type=RSQRT``, ...) that
+comparison pins:
+
+    @oracle_checks("clampedReLU", "activation.scaledTanh")
+    def test_...(tmp_path): ...
+
+Read statically like ``covers`` (the kinds it names count as covered too), and checked when the
+test runs: it fails unless a model it (or its module's fixtures) loaded contains each pair and
+it recorded an oracle comparison (``record_oracle``, which the harness's ``compare_with_oracle``
+and ``check_close`` against ``onnx_oracle`` outputs call). ``oracle_checks("*")`` marks a
+whole-model test whose pairs are those of the models it compares (test_coverage.py reads them
+from the model files).
 """
 
 from __future__ import annotations
@@ -43,14 +58,23 @@ import pytest
 
 from converter.formats.proto import Model_pb2, NeuralNetwork_pb2
 
+from .subtypes import layer_pairs, unknown_pairs
+
 REPO = Path(__file__).resolve().parents[2]
 MARK = "nn_layers"
+ORACLE_MARK = "nn_oracle_checks"
+ALL_LOADED = "*"  # oracle_checks("*"): every pair of the models the test loads
 DECLARATION = "KINDS_COVERED"
 # Every NeuralNetworkLayer kind of the spec: the fields of the `layer` oneof.
 SPEC_KINDS: tuple[str, ...] = tuple(
     f.name for f in NeuralNetwork_pb2.NeuralNetworkLayer.DESCRIPTOR.oneofs_by_name["layer"].fields)
 _OUT_ENV = "CONVERTER_NN_KINDS_OUT"  # scan mode writes {module: kinds} here at session end
 _SCAN_ENV = "CONVERTER_NN_KINDS_SCAN"  # "1": stop each test at its first NeuralNetwork load
+# "1" under tools/mutate_nn_lowerings.py: its workers run tests outside pytest's protocol hooks, and
+# what a test declares is about the unmutated models: the declarations are not checked there
+_MUTATION = os.environ.get("CONVERTER_MUTATION") == "1"
+# tools/oracle_map.py: write {test: {"pairs": [...], "oracles": [...]}} to this path (+ worker id)
+_ORACLE_MAP_ENV = "CONVERTER_ORACLE_MAP_OUT"
 
 
 def unknown_kinds(kinds: Iterable[str]) -> list[str]:
@@ -63,6 +87,27 @@ def covers(*kinds: str) -> pytest.MarkDecorator:
     if bad or not kinds:
         raise ValueError(f"covers(): not NeuralNetworkLayer kinds of the spec: {bad or '(none given)'}")
     return getattr(pytest.mark, MARK)(*kinds)
+
+
+def oracle_checks(*pairs: str) -> pytest.MarkDecorator:
+    """Mark a test as comparing, against an oracle we did not write, results of models that contain
+    each of ``pairs`` (``kind`` or ``kind.subtype``, see subtypes.py; ``"*"``: every pair of the
+    models it loads). Checked when it runs."""
+    bad = unknown_pairs(p for p in pairs if p != ALL_LOADED)
+    if bad or not pairs:
+        raise ValueError(f"oracle_checks(): not (kind, subtype) pairs of the spec: {bad or '(none given)'}")
+    return getattr(pytest.mark, ORACLE_MARK)(*pairs)
+
+
+ORACLES = ("onnxruntime", "torch", "coremltools", "spec formula")
+
+
+def record_oracle(oracle: str) -> None:
+    """Record that the running test compared results against ``oracle`` (one of ``ORACLES``)."""
+    if oracle not in ORACLES:
+        raise ValueError(f"oracle {oracle!r}: not one of {ORACLES}")
+    if _recorder.test is not None:
+        _recorder.oracles.setdefault(_recorder.test, set()).add(oracle)
 
 
 # -- kinds of a model ------------------------------------------------------------------------------
@@ -93,6 +138,19 @@ def model_kinds(model: Model_pb2.Model) -> set[str]:
     return set().union(*(network_kinds(nn) for nn in networks(model)))
 
 
+def network_pairs(nn: Any, skip: Iterable[str] = ()) -> set[str]:
+    """(kind, subtype) pairs of a network's layers (subtypes.py), nested networks included;
+    ``skip``: names of top-level layers left out."""
+    from converter.frontends.neuralnetwork.model import iter_layers
+
+    skip = set(skip)
+    return set().union(*(layer_pairs(layer) for path, layer in iter_layers(nn) if path or layer.name not in skip))
+
+
+def model_pairs(model: Model_pb2.Model, skip: Iterable[str] = ()) -> set[str]:
+    return set().union(*(network_pairs(nn, skip) for nn in networks(model)))
+
+
 # -- static declarations ---------------------------------------------------------------------------
 
 
@@ -100,12 +158,19 @@ def _strings(node: ast.AST) -> set[str]:
     return {n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)}
 
 
-def _is_covers_call(node: ast.AST) -> bool:
+def _call_name(node: ast.AST) -> str:
     if not isinstance(node, ast.Call):
-        return False
+        return ""
     f = node.func
-    name = f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
-    return name in ("covers", MARK)
+    return f.id if isinstance(f, ast.Name) else f.attr if isinstance(f, ast.Attribute) else ""
+
+
+def _is_covers_call(node: ast.AST) -> bool:
+    return _call_name(node) in ("covers", MARK)
+
+
+def _is_oracle_call(node: ast.AST) -> bool:
+    return _call_name(node) in ("oracle_checks", ORACLE_MARK)
 
 
 def declared_kinds(path: Path) -> set[str] | None:
@@ -121,9 +186,26 @@ def declared_kinds(path: Path) -> set[str] | None:
             value = node.value
         elif _is_covers_call(node):
             value = ast.Tuple(elts=list(node.args), ctx=ast.Load())  # type: ignore[union-attr]
+        elif _is_oracle_call(node):
+            pairs = _strings(ast.Tuple(elts=list(node.args), ctx=ast.Load()))  # type: ignore[union-attr]
+            found = (found or set()) | {p.split(".")[0] for p in pairs if p != ALL_LOADED}
         if value is not None:
             found = (found or set()) | _strings(value)
     return found
+
+
+def declared_oracle_pairs(path: Path) -> dict[str, list[str]]:
+    """{pair: [test functions]} that a test module declares with ``oracle_checks(...)`` (``"*"``
+    included: whole-model tests, see test_coverage.py)."""
+    tree = ast.parse(path.read_text(), str(path))
+    out: dict[str, list[str]] = {}
+    for fn in ast.walk(tree):
+        if isinstance(fn, (ast.FunctionDef, ast.AsyncFunctionDef)):
+            for node in ast.walk(fn):
+                if _is_oracle_call(node):
+                    for pair in sorted(_strings(ast.Tuple(elts=list(node.args), ctx=ast.Load()))):  # type: ignore
+                        out.setdefault(pair, []).append(fn.name)
+    return out
 
 
 # -- recording what tests load (the pytest plugin) -------------------------------------------------
@@ -141,6 +223,9 @@ class _Recorder:
         self.by_module: dict[str, set[str]] = {}  # everything the module's tests loaded in this process
         self.by_test: dict[str, set[str]] = {}  # what a test loaded in its setup and call
         self.by_fixtures: dict[str, set[str]] = {}  # what the module's tests loaded while setting up
+        self.pairs_by_test: dict[str, set[str]] = {}  # (kind, subtype) pairs, as by_test
+        self.pairs_by_fixtures: dict[str, set[str]] = {}  # ... and as by_fixtures
+        self.oracles: dict[str, set[str]] = {}  # test -> oracles it compared results against
         self.scan = os.environ.get(_SCAN_ENV) == "1"
 
     def record(self, models: list[Model_pb2.Model]) -> None:
@@ -151,6 +236,11 @@ class _Recorder:
         self.by_test.setdefault(self.test, set()).update(kinds)
         if self.setup:
             self.by_fixtures.setdefault(self.module, set()).update(kinds)
+        if not self.scan:
+            pairs = set().union(*(model_pairs(m) for m in models))
+            self.pairs_by_test.setdefault(self.test, set()).update(pairs)
+            if self.setup:
+                self.pairs_by_fixtures.setdefault(self.module, set()).update(pairs)
         if self.scan:
             raise _Stop(f"scan mode: recorded {sorted(kinds)}")
 
@@ -185,6 +275,8 @@ def _module_of(item: pytest.Item) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", f"{MARK}(*kinds): NeuralNetwork layer kinds the test's models contain")
+    config.addinivalue_line("markers", f"{ORACLE_MARK}(*pairs): (kind, subtype) pairs the test compares against "
+                                       f"an oracle")
     _recorder.install()
 
 
@@ -223,7 +315,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
     module = _module_of(item)
     if not rep.passed:
         _unfinished.add(module)
-    if _recorder.scan or not rep.passed:
+    if _recorder.scan or _MUTATION or not rep.passed:
         return
     if rep.when == "call":
         declared = {k for m in item.iter_markers(MARK) for k in m.args}
@@ -233,6 +325,11 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
             rep.outcome = "failed"
             rep.longrepr = (f"@covers{tuple(missing)}: no NeuralNetwork model this test (or its module's "
                             f"fixtures) loaded contains these layer kinds (loaded: {sorted(loaded)})")
+            return
+        problem = _oracle_problem(item, module)
+        if problem:
+            rep.outcome = "failed"
+            rep.longrepr = problem
     elif rep.when == "teardown":
         loaded = _recorder.by_module.get(module, set())
         declared = _declared_at_module_level(item)
@@ -247,10 +344,33 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Itera
                             f"{missing}")
 
 
+def _oracle_problem(item: pytest.Item, module: str) -> str | None:
+    """Why the test's ``oracle_checks`` declaration does not hold (None when it holds or is absent)."""
+    marks = list(item.iter_markers(ORACLE_MARK))
+    if not marks:
+        return None
+    declared = {p for m in marks for p in m.args if p != ALL_LOADED}
+    loaded = _recorder.pairs_by_test.get(item.nodeid, set()) | _recorder.pairs_by_fixtures.get(module, set())
+    missing = sorted(declared - loaded)
+    if missing:
+        return (f"@oracle_checks{tuple(missing)}: no NeuralNetwork model this test (or its module's fixtures) "
+                f"loaded contains these (kind, subtype) pairs (loaded: {sorted(loaded)})")
+    if not _recorder.oracles.get(item.nodeid):
+        return ("@oracle_checks: the test recorded no comparison against an oracle (compare with "
+                "tests/nn/common.py compare_with_oracle, or check_close against onnx_oracle's outputs)")
+    return None
+
+
 def pytest_sessionfinish(session: pytest.Session) -> None:
     out = os.environ.get(_OUT_ENV)
     if out:
         Path(out).write_text(json.dumps({k: sorted(v) for k, v in _recorder.by_module.items()}))
+    oracle_map = os.environ.get(_ORACLE_MAP_ENV)
+    if oracle_map:
+        tests = set(_recorder.pairs_by_test) | set(_recorder.oracles)
+        Path(f"{oracle_map}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}").write_text(json.dumps({
+            t: {"pairs": sorted(_recorder.pairs_by_test.get(t, ())), "oracles": sorted(_recorder.oracles.get(t, ()))}
+            for t in sorted(tests)}))
 
 
 # -- deriving the kinds of undeclared modules ------------------------------------------------------

@@ -2,6 +2,13 @@
 oneof) has a lowering, except `custom`, which is refused with an UnsupportedError; and every kind
 is contained in at least one test model: a model of the layer-family tests under tests/nn/ (as
 their modules declare, see coverage.py) or a shared model the whole-model tests run.
+
+Issue 7, oracle coverage: every (kind, subtype) pair of the spec (subtypes.py) is pinned by a
+value comparison against an oracle we did not write: a test declaring it with ``oracle_checks``
+(checked when the test runs, see coverage.py), or a model that a whole-model oracle test compares
+(test_onnx_oracle.py against onnxruntime, test_torch.py against torch). Until every pair is
+checked, the pairs that are not are listed in oracle_uncovered.txt, which must be exactly the
+missing ones: the list can only shrink.
 """
 
 from __future__ import annotations
@@ -16,10 +23,29 @@ from converter.errors import UnsupportedError
 from converter.formats.proto import Model_pb2
 from converter.frontends.neuralnetwork.registry import load_all
 
-from .coverage import REPO, SPEC_KINDS, declared_kinds, derive_kinds, model_kinds, unknown_kinds
-from .shared import RUNS, model_id, read_spec
+from . import test_onnx_oracle, test_torch
+from .coverage import (
+    ALL_LOADED,
+    REPO,
+    SPEC_KINDS,
+    declared_kinds,
+    declared_oracle_pairs,
+    derive_kinds,
+    model_kinds,
+    model_pairs,
+    unknown_kinds,
+)
+from .shared import MALFORMED_LAYERS, RUNS, model_id, read_spec
+from .subtypes import EXCLUDED, PAIRS, kind_subtypes, unknown_pairs
 
 FAMILY_TESTS = sorted((REPO / "tests" / "nn").glob("test_*.py"))
+ORACLE_TEST_MODULES = FAMILY_TESTS + sorted((REPO / "tests" / "nn_models").glob("test_*.py"))
+UNCOVERED = Path(__file__).with_name("oracle_uncovered.txt")
+# Whole-model oracle tests (declared ``oracle_checks("*")``): the models each compares.
+WHOLE_MODEL_ORACLE_TESTS = {
+    ("tests/nn_models/test_onnx_oracle.py", "test_matches_onnxruntime"): test_onnx_oracle.CHECKED,
+    ("tests/nn_models/test_torch.py", "test_matches_torch_before_and_after_mil"): test_torch.NN_MODELS,
+}
 
 
 def test_spec_kinds() -> None:
@@ -141,3 +167,122 @@ def test_declarations_are_checked_against_what_tests_load(tmp_path: Path) -> Non
     assert "@covers('convolution',): no NeuralNetwork model this test (or its module's fixtures) loaded" in out
     assert "ERROR at teardown of test_declares_what_it_does_not_load" in out
     assert "KINDS_COVERED names layer kinds that no model its tests loaded contains: ['pooling']" in out
+
+
+# -- issue 7: every (kind, subtype) pair pinned by an oracle -------------------------------------------
+
+
+def test_pairs_of_the_spec() -> None:
+    """Subtypes come from the proto: oneof members and enum values, nested messages included."""
+    assert {"activation.scaledTanh", "activation.parametricSoftplus", "padding.reflection", "pooling.includeLastPixel",
+            "convolution.same.asymmetryMode=TOP_LEFT_HEAVY", "unary.type=RSQRT", "reduce.mode=ARGMAX",
+            "gru.activations.sigmoidHard", "innerProduct", "upsample.linearUpsampleMode=ALIGN_CORNERS_TRUE",
+            "cropResize.boxIndicesMode.boxMode=CENTER_SIZE_WIDTH_FIRST"} <= set(PAIRS)
+    assert len([s for s in kind_subtypes("activation")]) == 13
+    assert "gru.activations.ELU" in EXCLUDED and "gru.activations.ELU" not in PAIRS
+    assert not any(p.split(".")[0] == "custom" for p in PAIRS)
+    assert {p.split(".")[0] for p in PAIRS} == set(SPEC_KINDS) - {"custom"}
+    assert all(EXCLUDED.values())
+
+
+def oracle_checked() -> dict[str, list[str]]:
+    """{pair: where an oracle comparison pins it}."""
+    where: dict[str, list[str]] = defaultdict(list)
+    for module in ORACLE_TEST_MODULES:
+        rel = module.relative_to(REPO).as_posix()
+        for pair, tests in declared_oracle_pairs(module).items():
+            if pair != ALL_LOADED:
+                where[pair] += [f"{rel}::{t}" for t in tests]
+    for (rel, test), models in WHOLE_MODEL_ORACLE_TESTS.items():
+        for path in models:
+            for pair in model_pairs(read_spec(path), skip=MALFORMED_LAYERS.get(model_id(path), ())):
+                where[pair].append(f"{rel}::{test}[{model_id(path)}]")
+    return where
+
+
+def read_uncovered() -> list[str]:
+    return [line.split("#")[0].strip() for line in UNCOVERED.read_text().splitlines()
+            if line.split("#")[0].strip()]
+
+
+def test_oracle_declarations_name_spec_pairs() -> None:
+    whole = set()
+    for module in ORACLE_TEST_MODULES:
+        declared = declared_oracle_pairs(module)
+        assert unknown_pairs(p for p in declared if p != ALL_LOADED) == [], f"{module.name} declares unknown pairs"
+        whole |= {(module.relative_to(REPO).as_posix(), t) for t in declared.get(ALL_LOADED, [])}
+    assert whole == set(WHOLE_MODEL_ORACLE_TESTS), "oracle_checks('*') tests must be listed with their models"
+
+
+def test_every_pair_has_an_oracle_check() -> None:
+    """Every pair is pinned by an oracle, or still listed in oracle_uncovered.txt (which must list
+    exactly the pairs that are not, so that it only shrinks)."""
+    where = oracle_checked()
+    missing = [p for p in PAIRS if p not in where]
+    listed = read_uncovered()
+    assert len(listed) == len(set(listed)), "oracle_uncovered.txt lists a pair twice"
+    assert unknown_pairs(listed) == [], "oracle_uncovered.txt lists pairs the spec lacks"
+    new_holes = [p for p in missing if p not in set(listed)]
+    covered_now = [p for p in listed if p in where]
+    assert new_holes == [], f"{len(new_holes)} (kind, subtype) pairs have no oracle check: {new_holes}"
+    assert covered_now == [], (f"{len(covered_now)} pairs of oracle_uncovered.txt are pinned by an oracle now: "
+                               f"delete them from the list: {covered_now}")
+
+
+_ORACLE_PROBE = '''
+import numpy as np
+import converter
+from converter.formats.proto import Model_pb2
+from tests.nn.common import compare_with_oracle
+from tests.nn_models.coverage import oracle_checks
+
+
+def _relu(path):
+    m = Model_pb2.Model(specificationVersion=1)
+    for feature in (m.description.input.add(name="x"), m.description.output.add(name="y")):
+        feature.type.multiArrayType.shape.append(2)
+        feature.type.multiArrayType.dataType = 65568
+    m.neuralNetwork.layers.add(name="relu", input=["x"], output=["y"]).activation.ReLU.SetInParent()
+    path.write_bytes(m.SerializeToString())
+    x = np.array([-1.0, 2.0], np.float32)
+    return x, converter.run(converter.load(path), {"x": x})["y"]
+
+
+@oracle_checks("activation.ReLU")
+def test_compares_what_it_declares(tmp_path):
+    x, y = _relu(tmp_path / "m.mlmodel")
+    compare_with_oracle(y, np.maximum(x, 0), oracle="spec formula", rtol=0, atol=0)
+
+
+@oracle_checks("activation.scaledTanh")
+def test_declares_a_pair_it_does_not_load(tmp_path):
+    x, y = _relu(tmp_path / "m.mlmodel")
+    compare_with_oracle(y, np.maximum(x, 0), oracle="spec formula", rtol=0, atol=0)
+
+
+@oracle_checks("activation.ReLU")
+def test_compares_against_no_oracle(tmp_path):
+    x, y = _relu(tmp_path / "m.mlmodel")
+    np.testing.assert_array_equal(y, np.maximum(x, 0))
+'''
+
+
+def test_oracle_checks_are_checked_against_what_tests_do(tmp_path: Path) -> None:
+    """The plugin fails a test whose oracle_checks pair no model it loaded contains, and one that
+    declares oracle checks but records no comparison against an oracle."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_probe.py").write_text(_ORACLE_PROBE)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.nn_models.coverage", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "-q", "-rA", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    out = proc.stdout
+    assert "PASSED test_probe.py::test_compares_what_it_declares" in out, out[-3000:]
+    assert "FAILED test_probe.py::test_declares_a_pair_it_does_not_load" in out, out[-3000:]
+    assert "@oracle_checks('activation.scaledTanh',): no NeuralNetwork model this test" in out
+    assert "FAILED test_probe.py::test_compares_against_no_oracle" in out, out[-3000:]
+    assert "the test recorded no comparison against an oracle" in out

@@ -31,6 +31,7 @@ import pytest
 import converter
 
 from ..oracles import onnxmltools_oracle as oracle
+from .coverage import oracle_checks, record_oracle
 from .shared import (
     MALFORMED_LAYERS,
     MODELS,
@@ -215,6 +216,7 @@ def test_oracle_refusals(mid: str) -> None:
     assert gist in str(info.value)
 
 
+@oracle_checks("*")  # every (kind, subtype) of the CHECKED models (test_coverage.py reads them)
 @pytest.mark.parametrize("path", CHECKED, ids=model_id)
 def test_matches_onnxruntime(path: Path, migrations: Migrations, tmp_path: Path) -> None:
     mid = model_id(path)
@@ -240,11 +242,13 @@ def test_matches_onnxruntime(path: Path, migrations: Migrations, tmp_path: Path)
             np.testing.assert_allclose(ref[name], by_formula[name](False), rtol=1e-6, equal_nan=True)
             for stage, outs in (("NeuralNetwork", before), ("MIL", after)):
                 np.testing.assert_allclose(outs[name], want, rtol=1e-6, equal_nan=True, err_msg=f"{name} ({stage})")
+            record_oracle("spec formula")
             continue
         bound = TOLERANCE * max(1.0, max_abs(ref[name]))
         for stage, outs in (("NeuralNetwork", before), ("MIL", after)):
             err = max_abs_error(outs[name], ref[name])
             assert err <= bound, f"{mid} ({stage}) {name}: max abs error {err:.3g} > {bound:.3g}"
+        record_oracle("onnxruntime")
 
 
 @pytest.mark.parametrize("mid", sorted(FOLDS))

@@ -17,6 +17,7 @@ import numpy as np
 import pytest
 
 from ..mil.helpers import CoremltoolsLoader
+from .coverage import oracle_checks, record_oracle
 from .shared import TORCH, Migrations, model_id, torch_record
 
 TOLERANCE = 1e-4
@@ -28,6 +29,7 @@ def test_every_torch_nn_model_is_covered() -> None:
         "cnn_bn", "gru_bidirectional", "lstm", "mlp", "transformer_encoder_layer"]
 
 
+@oracle_checks("*")  # every (kind, subtype) of NN_MODELS (test_coverage.py reads them)
 @pytest.mark.parametrize("path", NN_MODELS, ids=model_id)
 def test_matches_torch_before_and_after_mil(path: Path, migrations: Migrations,
                                             coremltools_loader: CoremltoolsLoader) -> None:
@@ -44,4 +46,5 @@ def test_matches_torch_before_and_after_mil(path: Path, migrations: Migrations,
             err = float(np.max(np.abs(got.astype(np.float64) - ref.astype(np.float64))))
             bound = TOLERANCE * max(1.0, float(np.max(np.abs(ref))))
             assert err <= bound, f"{name} ({stage}) {out_name}: max abs error {err:.3g} > {bound:.3g}"
+    record_oracle("torch")
     coremltools_loader.load(m.package)
