@@ -141,7 +141,8 @@ def decompressed_for(prog: Program, target: str) -> set[Op]:
             continue
         if _writable_constexpr(op, target, lambda v: is_compile_time_const(v, memo)):
             continue
-        if any(not _is_constexpr(u.user) if isinstance(u.user, Op) else True for v in op.outputs for u in v.uses):
+        uses = [u for v in op.outputs for u in v.uses]
+        if not uses or any(not (isinstance(u.user, Op) and _is_constexpr(u.user)) for u in uses):
             out.add(op)
     return out
 

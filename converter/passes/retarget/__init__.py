@@ -31,9 +31,12 @@ __all__ = ["Causes", "Retarget", "needs_retarget", "retarget"]
 
 
 def _changes(op: Op, target: str) -> bool:
-    """Whether ``op``'s definition differs between its own opset and ``target``."""
+    """Whether ``op``'s definition differs between its own opset and ``target``, or the table
+    rewrites it (constexpr_affine_dequantize, still in iOS18, becomes its iOS18 successor)."""
     if op.opdef is None or op.opdef.opset == target:
         return False
+    if find_rule(op.type, op.opdef.opset, target) is not None:
+        return True
     try:
         return get_opdef(op.type, target).signature.since != op.opdef.signature.since
     except UnsupportedError:

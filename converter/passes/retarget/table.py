@@ -106,13 +106,11 @@ def _rules() -> list[Rule]:
         "transposed boxes)")
     add("non_maximum_suppression", DOWN_FROM_17, ops.nms_layout_changed, "refused (as above)")
 
-    # parameters added later
-    for op_type, since in (("topk", "iOS16"), ("upsample_bilinear", "iOS16"), ("topk", "iOS17"),
-                           ("reduce_argmax", "iOS17"), ("reduce_argmin", "iOS17"), ("gru", "iOS18")):
-        i = opset_index(since)
-        add(op_type, ((OPSETS[0], OPSETS[i - 1]), (since, OPSETS[-1])), generic, "new optional parameters, "
-            "defaults as before")
-        add(op_type, ((since, OPSETS[-1]), (OPSETS[0], OPSETS[i - 1])), generic, _DROPS)
+    # parameters added later (topk: iOS16 and iOS17; upsample_bilinear: iOS16; reduce_argmax/argmin: iOS17;
+    # gru: iOS18): up, absent means the old behaviour; down, dropped at their implicit values
+    for op_type in ("topk", "upsample_bilinear", "reduce_argmax", "reduce_argmin", "gru"):
+        add(op_type, ((OPSETS[0], OPSETS[-1]), (OPSETS[0], OPSETS[-1])), generic,
+            "up: new optional parameters default to the old behaviour; down: " + _DROPS)
 
     # everything else that changed: dtypes added (iOS16 resample fp16 coordinates, iOS17 int8/int16/uint8/
     # uint16 tensors, fp16 recurrent ops) and iOS17's separate dtype domains for weights and constants
