@@ -28,6 +28,9 @@ def _value(var: Any) -> np.ndarray:
         # coremltools' iOS18 lut op reads lut.val only: give it the value of a quantized lut
         axis = None if op.vector_axis is None else op.vector_axis.val
         return type(op).decompress(op.indices.val, _value(op.lut), axis)
+    if op.op_type == "constexpr_cast" and op.source_val.val is None:
+        # likewise its cast reads source_val.val only (np.float32 of it, as there)
+        return np.float32(_value(op.source_val))
     got = op.materialized_val_inference()
     if isinstance(got, tuple):
         return got[list(op.outputs).index(var)]

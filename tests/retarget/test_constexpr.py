@@ -22,6 +22,7 @@ from converter.errors import ConversionWarning, UnsupportedError
 from converter.ir.builder import Builder, new_program
 from converter.ir.core import Program
 from converter.ir.types import tensor
+from converter.ir.verify import verify
 from tests.mil.helpers import CoremltoolsLoader
 from tests.ops.cases.quant import pack_lsb_first
 
@@ -89,6 +90,13 @@ def retarget(loader: CoremltoolsLoader, tmp: Path, build: Build, source: str, ta
     else:
         assert set(written.values()) == {expect}, written
         assert_same_weights(want, got)
+        from converter.passes.retarget import retarget as retarget_pass
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", ConversionWarning)
+            clone, problems = retarget_pass(prog, target)
+        assert not problems
+        verify(clone)  # nothing left in a form the target lacks: the clone is a valid program
     return out
 
 
@@ -274,11 +282,18 @@ def quantized_sparse(b: Builder) -> None:
     b.constexpr_sparse_to_dense(nonzero_data=nz, mask=m, name="w")
 
 
+def cast_of_lut(b: Builder) -> None:
+    lut = b.constexpr_lut_to_dense(indices=b.const(rng.integers(0, 4, (3, 5)), "uint2"),
+                                   lut=b.const(rng.standard_normal((1, 1, 4, 1)).astype(np.float16)), name="pal")
+    b.constexpr_cast(source_val=lut, output_dtype="fp32", name="w")
+
+
 @pytest.mark.parametrize("build,expect,says", [
+    (cast_of_lut, "constexpr_cast", "input 'source_val' is computed by constexpr_lut_to_dense"),
     (quantized_lut, "constexpr_lut_to_dense", "input 'lut' is computed by constexpr_blockwise_shift_scale"),
     (palettized_sparse, "constexpr_sparse_to_dense", "computed by constexpr_lut_to_sparse"),
     (quantized_sparse, "constexpr_sparse_to_dense", "computed by constexpr_sparse_blockwise_shift_scale"),
-], ids=["quantized_lut", "palettized_sparse", "quantized_sparse"])
+], ids=["cast_of_lut", "quantized_lut", "palettized_sparse", "quantized_sparse"])
 def test_chains_keep_the_outer_compression(build, expect, says, tmp_path, coremltools_loader):
     retarget(coremltools_loader, tmp_path, build, "iOS18", "iOS16", expect, (says, "outer compression is kept"))
 

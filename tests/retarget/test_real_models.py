@@ -24,8 +24,9 @@ import converter
 from converter.check import random_feeds
 from converter.formats.model_file import read_model_file
 from converter.frontends.neuralnetwork.weights import iter_weight_params
+from converter.ir.verify import verify
 from tests.conftest import MODELS
-from tests.mil.helpers import CoremltoolsLoader, same_bits
+from tests.mil.helpers import CoremltoolsLoader, large_constants, program_text, same_bits
 
 from .oracle import dense_weights
 from .test_constexpr import params_of
@@ -95,6 +96,21 @@ def test_dense_weights_equal_the_spec_decoding(packages, coremltools_loader: Cor
         got = as_multiset(dense_weights(coremltools_loader, packages[key]))
         assert sum(got.values()) == LUT_OPS[packages["mlmodel"]], key
         assert not got - want, f"{key}: {sum((got - want).values())} weights differ from the spec decoding"
+
+
+@pytest.mark.parametrize("source,target", [("16", "iOS18"), ("18", "iOS16")])
+def test_pass_output_verifies_and_the_source_is_untouched(packages, source, target):
+    """The re-targeted clone passes the IR verifier (types re-inferred with the target's
+    definitions); the program it came from is left as it was (saving never modifies it)."""
+    from converter.passes.retarget import retarget
+
+    prog = converter.load(packages[source])
+    before = (program_text(prog), large_constants(prog))
+    clone, problems = retarget(prog, target)
+    assert clone is not prog and not problems
+    verify(clone)
+    assert all(op.opdef.opset == target for op in clone.walk())
+    assert (program_text(prog), large_constants(prog)) == before
 
 
 def test_round_trip_gives_back_the_ios16_parameters(packages):

@@ -43,6 +43,7 @@ from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset
 from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
 from ...ir.verify import is_compile_time_const
 from ...passes.retarget import Causes, retarget
+from ...passes.retarget.causes import without_value_names
 
 BLOB_MIN_ELEMENTS = 10
 # IR-only ops this backend writes as MIL ops (see the module docstring).
@@ -176,7 +177,7 @@ def check_target(prog: Program, target: str, decompressed: set[Op] | None = None
             try:
                 opdef.check_inputs(op, lambda v: is_compile_time_const(v, memo))
             except ConverterError as e:
-                causes.add(f"{op.type}: {_without_value_names(e.message, op)} (in {target})", op.name)
+                causes.add(f"{op.type}: {without_value_names(e.message, op)}", op.name)
     what: list[str] = []
     for idx, need in _interface_needs(prog):
         if idx > opset_index(target):
@@ -189,14 +190,6 @@ def check_target(prog: Program, target: str, decompressed: set[Op] | None = None
     if causes or what:
         lines = what + causes.lines()
         raise UnsupportedError(f"cannot target {target}: " + "; ".join(lines))
-
-
-def _without_value_names(message: str, op: Op) -> str:
-    """A check message with the op's own value names taken out, so ops failing for the same reason
-    are grouped."""
-    for v in op.input_values():
-        message = message.replace(f"'{v.name}'", "a value")
-    return message
 
 
 def _evaluated_with(decompressed: set[Op]) -> set[Op]:

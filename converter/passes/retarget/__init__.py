@@ -115,7 +115,3 @@ def retarget(program: Program, target: str) -> tuple[Program, Causes]:
         warnings.warn(ConversionWarning(line), stacklevel=3)
     return clone, p.problems
 
-
-def refuse(target: str, problems: Causes) -> None:
-    if problems:
-        raise UnsupportedError(f"cannot target {target}: " + "; ".join(problems.lines()))

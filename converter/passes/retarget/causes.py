@@ -3,7 +3,19 @@ and a few of their names (a model with 45 palettized weights gets one line, not 
 
 from __future__ import annotations
 
+from ...ir.core import Op
+
 EXAMPLES = 3
+
+
+def without_value_names(message: str, op: Op) -> str:
+    """A message about ``op`` with the names of its input values taken out, so that ops failing for
+    the same reason are grouped under one cause."""
+    params = set(op.inputs) | (set(op.opdef.signature.inputs) if op.opdef is not None else set())
+    for v in op.input_values():
+        if v.name not in params:
+            message = message.replace(f"'{v.name}'", "a value")
+    return message
 
 
 class Causes:

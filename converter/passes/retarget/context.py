@@ -127,8 +127,12 @@ class Context:
 
     def set_input(self, op: Op, key: str, arg: Value | tuple | None) -> None:
         """Rebind (or with None, remove) an input of an existing op, undone if the rule refuses."""
-        self._undo.append((op, key, op.inputs.get(key)))
+        old = op.inputs.get(key)
+        self._undo.append((op, key, old))
         op.set_input(key, arg)
+        for v in old if isinstance(old, tuple) else (old,) if old is not None else ():
+            if v.producer is not None:
+                self._orphan_candidates.append(v.producer)
 
     def repoint(self, op: Op) -> None:
         """``op`` stays as it is, now defined by the target opset's version of its type."""

@@ -24,6 +24,8 @@ from ...errors import ConverterError
 from ...ir.core import Op, Value
 from ...ir.opdef import OpDef, get_opdef
 from ...ir.types import DTYPES, DType, TensorType, types_compatible
+from .causes import without_value_names
+from .constexpr import operand
 from .context import Context, Refusal, is_constexpr
 
 
@@ -171,7 +173,7 @@ def check_and_repoint(ctx: Context, op: Op, target: OpDef) -> None:
         finally:
             probe.drop_all_inputs()
     except ConverterError as e:
-        raise Refusal(f"{e.message} (in {ctx.target})") from None
+        raise Refusal(without_value_names(e.message, op)) from None
     old = [v.type for v in op.outputs]
     if len(types) != len(old) or not all(types_compatible(o, n) for o, n in zip(old, types)):
         raise Refusal(f"the {ctx.target} definition gives {', '.join(map(str, types))} where the program has "
@@ -180,8 +182,14 @@ def check_and_repoint(ctx: Context, op: Op, target: OpDef) -> None:
 
 
 def generic(ctx: Context, op: Op) -> None:
-    """Drop added parameters at their implicit values, re-type constants, check, re-point."""
+    """Drop added parameters at their implicit values, re-type constants, check, re-point. A
+    constexpr op reading another one's result in a target that cannot chain them reads the
+    constant it computes instead (with a note)."""
     target = get_opdef(op.type, ctx.target)
+    if is_constexpr(op) and not ctx.chains_constexpr():
+        for key, v in list(op.inputs.items()):
+            if isinstance(v, Value) and not v.is_const:
+                ctx.set_input(op, key, operand(ctx, op, key))
     drop_added_parameters(ctx, op, target)
     fit_dtypes(ctx, op, target)
     check_and_repoint(ctx, op, target)
