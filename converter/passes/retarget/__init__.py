@@ -63,7 +63,6 @@ class Retarget(Pass):
             changed |= fn.opset != self.target
             fn.opset = self.target
         changed |= ctx.apply()
-        self.problems.extend(ctx.problems)
         self.notes.extend(ctx.notes)
         return PassResult(changed)
 

@@ -40,10 +40,8 @@ class Context:
     def __init__(self, program: Program, target: str) -> None:
         self.program = program
         self.target = target
-        self.problems = Causes()
         self.notes = Causes()
         self._interpreter = Interpreter(program)
-        self._values: dict[Value, Any] = {}
         self._const_memo: dict[Value, bool] = {}
         self._before: dict[Op, list[Op]] = {}
         self._removed: set[Op] = set()
@@ -68,20 +66,19 @@ class Context:
         return is_compile_time_const(v, self._const_memo)
 
     def value(self, v: Value) -> Any:
-        """The compile-time value of ``v``: a const's value, or what its constexpr producers compute."""
+        """The compile-time value of ``v``: a const's value, or what its constexpr producers compute.
+
+        Not memoised: a computed (dense) weight is dropped as soon as the rule that asked is done
+        with it, so peak memory stays at one dense weight rather than all of them.
+        """
         if v.is_const:
             return v.const_val
-        got = self._values.get(v)
-        if got is not None:
-            return got
         op = v.producer
         if not is_constexpr(op):
             raise Refusal(f"'{v.name}' is not a compile-time constant")
         assert op is not None
         env = {x: self.value(x) for x in op.input_values()}
         self._interpreter.run_op(op, env)
-        for out in op.outputs:
-            self._values[out] = env[out]
         return env[v]
 
     # -- making ops ------------------------------------------------------------------------------
