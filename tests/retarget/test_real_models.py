@@ -139,7 +139,7 @@ def test_outputs_identical(packages, request):
     _outputs_identical(packages, ("16->18", "18->16", "16->18->16"))
 
 
-@pytest.mark.slow  # about 25 s: three 513x513 DeepLabV3 runs in the reference interpreter
+@pytest.mark.slow  # about 15 s: three 513x513 DeepLabV3 runs in the reference interpreter
 def test_deeplab_outputs_identical(packages):
     if packages["mlmodel"] != DEEPLAB:
         pytest.skip("SqueezeNet runs in the test above")
