@@ -64,7 +64,7 @@ def scaling_task(n: int) -> dict:
 
     prog = new_program({"x": tensor("fp16", [8, 8])}, body, opset="iOS16")
     t = time.perf_counter()
-    out, problems = retarget(prog, "iOS18")
+    out, problems, _ = retarget(prog, "iOS18")
     seconds = time.perf_counter() - t
     assert not problems and sum(op.type == "constexpr_lut_to_dense" for op in out.walk()) == n
     return {"n": n, "ops": sum(1 for _ in prog.walk()), "seconds": seconds}

@@ -94,7 +94,7 @@ def retarget(loader: CoremltoolsLoader, tmp: Path, build: Build, source: str, ta
 
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", ConversionWarning)
-            clone, problems = retarget_pass(prog, target)
+            clone, problems, _ = retarget_pass(prog, target)
         assert not problems
         verify(clone)  # nothing left in a form the target lacks: the clone is a valid program
     return out

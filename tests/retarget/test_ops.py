@@ -266,5 +266,6 @@ def test_refusals_are_grouped_by_cause_with_counts(tmp_path):
     msg = str(e.value)
     assert "\n" not in msg
     assert msg.count("sort=False has no iOS15 form") == 1 and "(12 ops: 't0', 't1', 't2', ...)" in msg, msg
+    assert msg.count("'t0'") == 1, "a refused op is reported once, not again by the target check"
     assert msg.count("slice_update' is not available in opset iOS15") == 1 and "(7 ops: 's0', 's1', 's2', ...)" in msg
     assert len(msg) < 600, len(msg)

@@ -106,7 +106,7 @@ def test_pass_output_verifies_and_the_source_is_untouched(packages, source, targ
 
     prog = converter.load(packages[source])
     before = (program_text(prog), large_constants(prog))
-    clone, problems = retarget(prog, target)
+    clone, problems, _ = retarget(prog, target)
     assert clone is not prog and not problems
     verify(clone)
     assert all(op.opdef.opset == target for op in clone.walk())

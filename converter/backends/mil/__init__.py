@@ -149,11 +149,11 @@ def decompressed_for(prog: Program, target: str) -> set[Op]:
 
 
 def check_target(prog: Program, target: str, decompressed: set[Op] | None = None,
-                 problems: Causes | None = None) -> None:
+                 problems: Causes | None = None, refused: set[Op] | None = None) -> None:
     """Raise one UnsupportedError listing each distinct reason the target cannot express the program
     (ops or parameters it lacks, with a count and a few op names; function inputs/outputs such as
     fp16, int8 or states a model of that target cannot have), together with ``problems`` already
-    found by re-targeting."""
+    found by re-targeting (about the ``refused`` ops, not checked again)."""
     opset_index(target)
     memo: dict[Value, bool] = {}
     causes = Causes()
@@ -164,7 +164,7 @@ def check_target(prog: Program, target: str, decompressed: set[Op] | None = None
     evaluated = _evaluated_with(decompressed)
     for fn in prog.functions.values():
         for op in fn.walk():
-            if op in decompressed or op in evaluated:
+            if op in decompressed or op in evaluated or (refused is not None and op in refused):
                 continue
             if op.opdef is not None and op.opdef.ir_only and op.type not in _LOWERED_IR_OPS:
                 causes.add(f"{op.type} is an IR op with no MIL form", op.name)
@@ -574,9 +574,9 @@ def program_to_model(prog: Program, *, target: str | None = None,
                      ) -> Model_pb2.Model:
     """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``)."""
     target = target or default_target(prog)
-    prog, problems = retarget(prog, target)
+    prog, problems, refused = retarget(prog, target)
     decompress = decompressed_for(prog, target)
-    check_target(prog, target, decompress, problems)
+    check_target(prog, target, decompress, problems, refused)
     model = Model_pb2.Model()
     emitter = _Emitter(target, store_blob, decompress=decompress)
     model.mlProgram.CopyFrom(emitter.program(prog))

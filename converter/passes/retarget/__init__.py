@@ -16,6 +16,7 @@ numpy work on the weights that change form).
 from __future__ import annotations
 
 import warnings
+from typing import NamedTuple
 
 from ...errors import ConversionWarning, UnsupportedError
 from ...ir.clone import clone_program
@@ -27,7 +28,7 @@ from .constexpr import inner_of_chain
 from .context import Context, Refusal, is_constexpr
 from .table import default_rule, find_rule
 
-__all__ = ["Causes", "Retarget", "needs_retarget", "retarget"]
+__all__ = ["Causes", "Retarget", "Retargeted", "needs_retarget", "retarget"]
 
 
 def _changes(op: Op, target: str) -> bool:
@@ -53,6 +54,7 @@ class Retarget(Pass):
         self.target = target
         self.problems = Causes()
         self.notes = Causes()
+        self.refused: set[Op] = set()  # left as they were; their causes are in ``problems``
 
     def run(self, program: Program) -> PassResult:
         ctx = Context(program, self.target)
@@ -91,6 +93,7 @@ class Retarget(Pass):
         except Refusal as r:
             ctx.rollback()
             self.problems.add(f"{op.type}: {r.cause}", op.name)
+            self.refused.add(op)
             return False
         ctx.commit()
         return True
@@ -101,16 +104,21 @@ def needs_retarget(program: Program, target: str) -> bool:
     return any(_changes(op, target) for op in program.walk())
 
 
-def retarget(program: Program, target: str) -> tuple[Program, Causes]:
+class Retargeted(NamedTuple):
+    program: Program  # the re-targeted program (the given one when nothing changes form)
+    problems: Causes  # what cannot be expressed, grouped by cause
+    refused: set[Op]  # the ops those problems are about (already reported: checks skip them)
+
+
+def retarget(program: Program, target: str) -> Retargeted:
     """``program`` re-targeted to ``target``: the program itself when nothing changes form, else a
     re-targeted clone (the given program is never modified). Notes are issued as
     ConversionWarnings; the problems are returned for the caller's target check to report."""
     if not needs_retarget(program, target):
-        return program, Causes()
+        return Retargeted(program, Causes(), set())
     clone, _ = clone_program(program)
     p = Retarget(target)
     p(clone)
     for line in p.notes.lines():
         warnings.warn(ConversionWarning(line), stacklevel=3)
-    return clone, p.problems
-
+    return Retargeted(clone, p.problems, p.refused)
