@@ -79,7 +79,7 @@ class PackageItem:
 
 @dataclass(frozen=True)
 class MLPackage:
-    """A validated package: every item exists and lies inside ``path``."""
+    """A validated package: every item lies inside ``path``; the root model item exists."""
 
     path: Path  # the package directory, symlinks resolved
     manifest_path: Path
@@ -224,8 +224,6 @@ def _read_package(given: Path) -> MLPackage:
             raise entry_error("must be a JSON object")
         rel = _string(entry, "path", entry_error, required=True)
         location = _resolve_inside(root, data_dir, rel, _entry_error(error, identifier, rel))
-        if not os.path.exists(location):
-            raise _entry_error(error, identifier, rel)(f"{DATA_DIR_NAME}/{rel} does not exist")
         items[identifier] = PackageItem(
             identifier=identifier,
             path=rel,
@@ -238,7 +236,13 @@ def _read_package(given: Path) -> MLPackage:
     root_id = manifest.get("rootModelIdentifier")
     if not isinstance(root_id, str) or root_id not in items:
         raise error(f"rootModelIdentifier {root_id!r} names no item of itemInfoEntries", "rootModelIdentifier")
-    if not items[root_id].location.is_file():
+    # Only the root model must exist here. Other items may be absent: git and many zip tools drop
+    # the empty weights directory of a package without blob weights. A value that refers to a
+    # weight file in a missing item is refused where it is read (ModelFile.load_blob).
+    root_item = items[root_id]
+    if not os.path.exists(root_item.location):
+        raise _entry_error(error, root_id, root_item.path)(f"{DATA_DIR_NAME}/{root_item.path} does not exist")
+    if not root_item.location.is_file():
         raise error(f"root model item {items[root_id].path!r} is not a file", "rootModelIdentifier")
     return MLPackage(root, manifest_path, version, items, root_id)
 

@@ -278,15 +278,17 @@ class _Loader:
             raise e.with_location(file=self.file, field="type", **where) from None
         decoded_attrs: dict[str, Any] = {}
         attr_types: dict[str, Type] = {}
+        params = self.attribute_params(block, ospec, opdef, attrs, op_name, where)
         for key, val in attrs.items():
             decoded_attrs[key], attr_types[key] = self.decode_value(val, field=f"attributes.{key}", **where)
         if ospec.type in ("const", "_const_symbolic"):
             self.const_op(block, ospec, opdef, op_name, decoded_attrs, attr_types.get("val"), scope, where)
             return
         op = Op(ospec.type, opdef, name=op_name, attributes=decoded_attrs)
-        inputs = self.bind_inputs(block, ospec, opdef, scope, where)
-        for key, arg in inputs.items():
-            op.set_input(key, arg)
+        inputs = {**self.bind_inputs(block, ospec, opdef, scope, where), **params}
+        for spec in opdef.signature.value_inputs():  # in signature order
+            if spec.name in inputs:
+                op.set_input(spec.name, inputs[spec.name])
         block.append(op)
         expected_blocks = _BLOCK_COUNTS.get(ospec.type, 0)
         if len(ospec.blocks) != expected_blocks:
@@ -305,6 +307,24 @@ class _Loader:
         self.type_outputs(op, ospec, where)
         for v in op.outputs:
             scope.names[v.name] = v
+
+    def attribute_params(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, attrs: dict[str, Any],
+                         op_name: str, where: dict[str, Any]) -> dict[str, Value]:
+        """Parameters written as attributes (popped from ``attrs``), as const values.
+
+        Before iOS18, constexpr ops hold their parameters in attributes, not input bindings: that
+        is how coremltools writes them and how the iOS16 runtime reads them.
+        """
+        if "constexpr" not in opdef.traits:
+            return {}
+        out = {}
+        for key in [k for k in attrs if k in opdef.signature.inputs and opdef.signature.inputs[k].is_value]:
+            if key in ospec.inputs:
+                raise FormatError(f"parameter '{key}' is given both as an input and as an attribute", file=self.file,
+                                  field=key, **where)
+            out[key] = self.immediate_const(block, attrs.pop(key), f"{op_name}_{key}", opdef.opset, where,
+                                            f"attributes.{key}")
+        return out
 
     def const_op(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, op_name: str,
                  attrs: dict[str, Any], val_type: Type | None, scope: _Scope, where: dict[str, Any]) -> None:

@@ -108,7 +108,8 @@ def test_target_without_the_op_fails_before_writing(tmp_path: Path):
                        lambda b, x: [b.scaled_dot_product_attention(query=x, key=x, value=x, name="att")],
                        opset="iOS18")
     out = tmp_path / "out.mlpackage"
-    with pytest.raises(UnsupportedError, match="cannot target iOS15: 'att' \\(scaled_dot_product_attention\\)"):
+    with pytest.raises(UnsupportedError, match="cannot target iOS15: op 'scaled_dot_product_attention' is not "
+                                               "available in opset iOS15 \\(first in iOS18\\) \\(1 op: 'att'\\)"):
         converter.save(prog, out, target="iOS15")
     assert _listing(tmp_path) == []
 

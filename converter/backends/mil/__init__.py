@@ -42,6 +42,8 @@ from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
 from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
 from ...ir.verify import is_compile_time_const
+from ...passes.retarget import Causes, retarget
+from ...passes.retarget.causes import without_value_names
 
 BLOB_MIN_ELEMENTS = 10
 # IR-only ops this backend writes as MIL ops (see the module docstring).
@@ -113,57 +115,97 @@ def required_opset(prog: Program) -> str:
     return OPSETS[need]
 
 
+def _is_constexpr(op: Op | None) -> bool:
+    return op is not None and op.opdef is not None and "constexpr" in op.opdef.traits
+
+
+def _writable_constexpr(op: Op, target: str, is_const: Callable[[Value], bool]) -> bool:
+    """Whether the target has a form for this constexpr op as it stands: its type, a signature its
+    inputs fit, and (before iOS18) only plain constants as inputs."""
+    try:
+        get_opdef(op.type, target).check_inputs(op, is_const)
+    except ConverterError:
+        return False
+    chains = opset_index(target) >= opset_index("iOS18")
+    return chains or all(v.is_const for v in op.input_values())
+
+
 def decompressed_for(prog: Program, target: str) -> set[Op]:
-    """Weight-decompression (constexpr_*) ops the target opset lacks, whose inputs are constants:
-    they are written as the constants they produce (the weights lose their compression, the only
-    faithful option for that target)."""
+    """Weight-decompression (constexpr_*) ops the target has no form for (the re-targeting pass
+    says so in a note): they are written as the constants they compute (the weights lose their
+    compression, the only faithful option for that target). Only the outermost such op of a chain
+    of constexpr ops is listed; the ones it reads are evaluated with it."""
+    memo: dict[Value, bool] = {}
     out = set()
     for op in prog.walk():
-        if op.opdef is None or "constexpr" not in op.opdef.traits:
+        if not _is_constexpr(op) or not all(is_compile_time_const(v, memo) for v in op.input_values()):
             continue
-        if not all(v.is_const for v in op.input_values()):
+        if _writable_constexpr(op, target, lambda v: is_compile_time_const(v, memo)):
             continue
-        try:
-            get_opdef(op.type, target)
-        except UnsupportedError:
+        uses = [u for v in op.outputs for u in v.uses]
+        if not uses or any(not (isinstance(u.user, Op) and _is_constexpr(u.user)) for u in uses):
             out.add(op)
     return out
 
 
-def check_target(prog: Program, target: str, decompressed: set[Op] | None = None) -> None:
-    """Raise one UnsupportedError listing every op (and parameter) the target opset lacks, and every
-    function input/output (fp16, int8, states) a model of that target cannot have."""
+def check_target(prog: Program, target: str, decompressed: set[Op] | None = None,
+                 problems: Causes | None = None, refused: set[Op] | None = None) -> None:
+    """Raise one UnsupportedError listing each distinct reason the target cannot express the program
+    (ops or parameters it lacks, with a count and a few op names; function inputs/outputs such as
+    fp16, int8 or states a model of that target cannot have), together with ``problems`` already
+    found by re-targeting (about the ``refused`` ops, not checked again)."""
     opset_index(target)
     memo: dict[Value, bool] = {}
-    problems: list[str] = []
+    causes = Causes()
+    if problems is not None:
+        causes.extend(problems)
     if decompressed is None:
         decompressed = decompressed_for(prog, target)
+    evaluated = _evaluated_with(decompressed)
     for fn in prog.functions.values():
         for op in fn.walk():
-            if op in decompressed:
+            if op in decompressed or op in evaluated or (refused is not None and op in refused):
                 continue
             if op.opdef is not None and op.opdef.ir_only and op.type not in _LOWERED_IR_OPS:
-                problems.append(f"'{op.name}' ({op.type}) is an IR op with no MIL form")
+                causes.add(f"{op.type} is an IR op with no MIL form", op.name)
                 continue
             try:
                 opdef = get_opdef(op.type, target)
             except UnsupportedError as e:
-                problems.append(f"'{op.name}' ({op.type}): {e.message}")
+                causes.add(e.message, op.name)
                 continue
             try:
                 opdef.check_inputs(op, lambda v: is_compile_time_const(v, memo))
             except ConverterError as e:
-                problems.append(f"'{op.name}' ({op.type}): {e.message} (in {target})")
-    for idx, what in _interface_needs(prog):
+                causes.add(f"{op.type}: {without_value_names(e.message, op)}", op.name)
+    what: list[str] = []
+    for idx, need in _interface_needs(prog):
         if idx > opset_index(target):
-            problems.append(f"{what} needs {OPSETS[idx]}")
+            what.append(f"{need} needs {OPSETS[idx]}")
     for fn in prog.functions.values():
         for v in fn.inputs:
             if isinstance(v.type, TensorType) and v.type.shape == ():
-                problems.append(f"function '{fn.name}' input '{v.name}' is a scalar: Core ML model inputs have "
-                                f"rank >= 1 (give it shape [1])")
-    if problems:
-        raise UnsupportedError(f"cannot target {target}: " + "; ".join(problems))
+                what.append(f"function '{fn.name}' input '{v.name}' is a scalar: Core ML model inputs have "
+                            f"rank >= 1 (give it shape [1])")
+    if causes or what:
+        lines = what + causes.lines()
+        raise UnsupportedError(f"cannot target {target}: " + "; ".join(lines))
+
+
+def _evaluated_with(decompressed: set[Op]) -> set[Op]:
+    """Ops (constants and constexpr ops) read only by decompressed ops or by ops in this set: they
+    are evaluated with the decompressed op that reads them and not written themselves."""
+    out: set[Op] = set()
+    work = [v.producer for op in decompressed for v in op.input_values() if v.producer is not None]
+    while work:
+        op = work.pop()
+        if op in out or op in decompressed or not (op.type == "const" or _is_constexpr(op)):
+            continue
+        if all(isinstance(u.user, Op) and (u.user in decompressed or u.user in out)
+               for v in op.outputs for u in v.uses):
+            out.add(op)
+            work.extend(v.producer for v in op.input_values() if v.producer is not None)
+    return out
 
 
 # ---------------------------------------------------------------------------------------------
@@ -244,8 +286,9 @@ class _Emitter:
     interpreter: Interpreter | None = None
 
     def program(self, prog: Program) -> MIL_pb2.Program:
-        self.skipped = {v.producer for op in self.decompress for v in op.input_values()
-                        if v.producer is not None and all(u.user in self.decompress for u in v.uses)}
+        self.skipped = _evaluated_with(self.decompress)
+        if opset_index(self.target) < opset_index("iOS18"):
+            self.skipped |= _inlined_constexpr_params(prog, self.decompress)
         self.interpreter = Interpreter(prog)
         out = MIL_pb2.Program(version=1, docString=prog.doc_string)
         for k, v in prog.attributes.items():
@@ -303,10 +346,10 @@ class _Emitter:
             out.outputs.append(name)
 
     def decompressed(self, op: Op, out: MIL_pb2.Block, names: _Names, fn: Function) -> None:
-        """Write a constexpr op as const ops holding its results."""
-        env = {v: v.producer.attributes["val"] for v in op.input_values() if v.producer is not None}
-        assert self.interpreter is not None
-        self.interpreter.run_op(op, env)
+        """Write a constexpr op as const ops holding its results (the constexpr ops it reads are
+        evaluated with it)."""
+        env: dict[Value, Any] = {}
+        self._evaluate(op, env)
         for v in op.outputs:
             const = out.operations.add()
             const.type = "const"
@@ -320,6 +363,18 @@ class _Emitter:
                 raise UnsupportedError(f"decompressed weights cannot be written: {e}", function=fn.name,
                                        op=op.name, op_type=op.type) from None
 
+    def _evaluate(self, op: Op, env: dict[Value, Any]) -> None:
+        """Run ``op`` (and, first, the constexpr ops it reads) with the interpreter into ``env``."""
+        assert self.interpreter is not None
+        for v in op.input_values():
+            if v in env:
+                continue
+            if v.producer is not None and v.producer.type == "const":
+                env[v] = v.producer.attributes["val"]
+            elif v.producer is not None:
+                self._evaluate(v.producer, env)
+        self.interpreter.run_op(op, env)
+
     def identity(self, out: MIL_pb2.Block, v: Value, names: _Names) -> str:
         name = names.claim(f"{v.name}_out")
         op = out.operations.add()
@@ -330,6 +385,17 @@ class _Emitter:
         type_to_proto(v.type, nvt.type)
         self.attribute(op.attributes["name"], name, "op name")
         return name
+
+    def constexpr_attribute(self, op: Op, key: str, out: MIL_pb2.Operation, where: dict[str, Any]) -> None:
+        """Before iOS18, a constexpr op's parameters are attributes holding their values, not input
+        bindings (as coremltools writes them, and as the iOS18 constexpr_cast's documentation says
+        the iOS16 one takes them). Its inputs are plain constants (else it is decompressed)."""
+        v = op.inputs[key]
+        assert isinstance(v, Value) and v.producer is not None and v.producer.type == "const"
+        try:
+            value_to_proto(v.producer.attributes["val"], v.type, out.attributes[key], self.store_blob)
+        except CodecError as e:
+            raise UnsupportedError(f"constant '{v.name}' cannot be written: {e}", field=key, **where) from None
 
     def update_state(self, op: Op, out: MIL_pb2.Block, names: _Names, fn: Function) -> None:
         state, value = op.inputs["state"], op.inputs["value"]
@@ -354,7 +420,11 @@ class _Emitter:
     def operation(self, op: Op, out: MIL_pb2.Operation, names: _Names, fn: Function) -> None:
         out.type = "const" if op.type == "_const_symbolic" else op.type
         where = {"function": fn.name, "op": op.name, "op_type": op.type}
+        as_attributes = _is_constexpr(op) and opset_index(self.target) < opset_index("iOS18")
         for key, arg in op.inputs.items():
+            if as_attributes:
+                self.constexpr_attribute(op, key, out, where)
+                continue
             binding_list = out.inputs[key]
             for v in arg if isinstance(arg, tuple) else (arg,):
                 binding = binding_list.arguments.add()
@@ -400,6 +470,19 @@ def _inlined_const(op: Op) -> bool:
     unused one is not written at all)."""
     return (op.type == "const" and isinstance(op.outputs[0].type, ListType)
             and all(isinstance(u.user, Op) for u in op.outputs[0].uses))
+
+
+def _inlined_constexpr_params(prog: Program, decompressed: set[Op]) -> set[Op]:
+    """Const ops read only by constexpr ops that are written with attributes (before iOS18): their
+    values are written in those attributes, so the ops themselves are not (as coremltools does)."""
+    out = set()
+    for op in prog.walk():
+        if op.type != "const":
+            continue
+        users = [u.user for u in op.outputs[0].uses]
+        if users and all(isinstance(u, Op) and _is_constexpr(u) and u not in decompressed for u in users):
+            out.add(op)
+    return out
 
 
 def _blob_policy(target: str, writer_write: Callable[[np.ndarray, str], int]):
@@ -491,8 +574,9 @@ def program_to_model(prog: Program, *, target: str | None = None,
                      ) -> Model_pb2.Model:
     """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``)."""
     target = target or default_target(prog)
+    prog, problems, refused = retarget(prog, target)
     decompress = decompressed_for(prog, target)
-    check_target(prog, target, decompress)
+    check_target(prog, target, decompress, problems, refused)
     model = Model_pb2.Model()
     emitter = _Emitter(target, store_blob, decompress=decompress)
     model.mlProgram.CopyFrom(emitter.program(prog))
