@@ -2,27 +2,32 @@
 independent expectations.
 
 Oracles: onnxruntime on onnxmltools' ONNX form of the model for the classic rank-5 layers it
-converts (unary, add, multiply, average, max, min, scale, bias, dot, loadConstant); numpy
-written here from the spec's formulas for the rest (the spec-4 ND layers, ND networks, and where
-onnxmltools is wrong or cannot convert). Every model is also converted to MIL, loaded again and
-run (bit-identical outputs), and loaded by coremltools' MIL proto loader.
+converts (unary, add, multiply, average, max, min, scale, bias, dot, loadConstant); torch for the
+spec-4 ND layers (unary math, clip, gelu, comparisons, logical operators, where, the broadcastable
+binary operators) and where onnxmltools is wrong (cosine dot); numpy written here from the spec's
+formulas for the rest (ND networks of the classic layers, unary modes onnxmltools gets wrong).
+Every model is also converted to MIL, loaded again and run (bit-identical outputs), and loaded by
+coremltools' MIL proto loader.
 
-Known oracle defects shown here: onnxmltools drops the epsilon of unary RSQRT and INVERSE;
-its cosine-similarity dot normalises over the wrong axis (an "aixs" attribute typo, so ONNX's
-default axis -1, the unit W axis); its add fails with more than two inputs; its unary THRESHOLD
-is an ONNX Clip with a double bound, which onnxruntime rejects.
+Known oracle defects shown here: onnxmltools drops the epsilon of unary RSQRT and INVERSE; its
+cosine-similarity dot writes an LpNormalization with an "aixs" attribute (a typo), which
+onnxruntime refuses; its add fails with more than two inputs; its unary THRESHOLD is an ONNX Clip
+with a double bound, which onnxruntime rejects.
 """
 
 from __future__ import annotations
 
 import functools
-import math
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
-from .common import assert_load_error, builder, check_close, convert_and_run, flexible, onnx_oracle
+from tests.nn_models.coverage import oracle_checks
+
+from .common import assert_load_error, builder, check_close, compare_with_oracle, convert_and_run, flexible, onnx_oracle
 from .elementwise_util import ulp_error
 
 # NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
@@ -367,45 +372,61 @@ def test_flexible_shapes(tmp_path: Path) -> None:
 # dot
 
 
+@oracle_checks("dot")
 def test_dot_rank5_against_onnx(tmp_path: Path) -> None:
+    """The dot product over C of two [C, 1, 1] inputs: onnxruntime on onnxmltools' ONNX form."""
     nn = builder({"a": (6,), "b": (6,)})
     nn.add_elementwise("d", ["a", "b"], "y", "DOT")
     feeds = {"a": rand(6), "b": rand(6)}
     outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
     close(outs["y"], onnx_oracle(nn.spec, feeds)["y"])
-    close(outs["y"], np.dot(feeds["a"].astype(np.float64), feeds["b"]))
 
 
-def test_dot_cosine_rank5(tmp_path: Path) -> None:
-    """x . y / (|x| |y|); onnxmltools normalises over the unit W axis (its defect), so numpy."""
+def _torch_dot(a: np.ndarray, b: np.ndarray, cosine: bool) -> np.ndarray:
+    """torch's dot product (or cosine similarity) over axis -3, the axis kept."""
+    import torch
+
+    ta, tb = (torch.from_numpy(v.astype(np.float64)) for v in (a, b))
+    out = torch.nn.functional.cosine_similarity(ta, tb, dim=-3) if cosine else (ta * tb).sum(dim=-3)
+    return out.unsqueeze(-3).numpy()
+
+
+@oracle_checks("dot")
+def test_dot_cosine_rank5_against_torch(tmp_path: Path) -> None:
+    """cosineSimilarity: x . y / (|x| |y|) over C. onnxmltools writes its LpNormalization with an
+    "aixs" attribute (a typo), which onnxruntime refuses (shown), so torch's cosine_similarity is
+    the oracle."""
     nn = builder({"a": (6,), "b": (6,)})
     nn.add_elementwise("d", ["a", "b"], "y", "COS")
     feeds = {"a": rand(6), "b": rand(6)}
     outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
-    a, b = (feeds[k].astype(np.float64) for k in "ab")
-    close(outs["y"], np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
+    want = _torch_dot(feeds["a"].reshape(6, 1, 1), feeds["b"].reshape(6, 1, 1), cosine=True)
+    compare_with_oracle(outs["y"], want, oracle="torch", rtol=1e-6, atol=1e-6, match="size")
+    with pytest.raises(Exception, match="aixs"):
+        onnx_oracle(nn.spec, feeds)
 
 
+@oracle_checks("dot")
 @pytest.mark.parametrize("cosine", [False, True])
-def test_dot_nd_batch(cosine: bool, tmp_path: Path) -> None:
-    """ND [B, C, 1, 1] -> [B, 1, 1, 1]."""
+def test_dot_nd_batch_against_torch(cosine: bool, tmp_path: Path) -> None:
+    """ND [B, C, 1, 1] -> [B, 1, 1, 1]: one product per batch item (a reduction over the wrong
+    axis fails)."""
     nn = builder({"a": (4, 6, 1, 1), "b": (4, 6, 1, 1)}, nd=True)
     nn.add_elementwise("d", ["a", "b"], "y", "COS" if cosine else "DOT")
     feeds = {"a": rand(4, 6, 1, 1), "b": rand(4, 6, 1, 1)}
     outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
-    a, b = (feeds[k].astype(np.float64) for k in "ab")
-    want = (a * b).sum(axis=1, keepdims=True)
-    if cosine:
-        want = want / (np.linalg.norm(a, axis=1, keepdims=True) * np.linalg.norm(b, axis=1, keepdims=True))
     assert outs["y"].shape == (4, 1, 1, 1)
-    close(outs["y"], want)
+    compare_with_oracle(outs["y"], _torch_dot(feeds["a"], feeds["b"], cosine), oracle="torch", rtol=1e-6, atol=1e-6)
 
 
 # ---------------------------------------------------------------------------------------------
 # loadConstant, loadConstantND
 
 
+@oracle_checks("loadConstant")
 def test_load_constant_rank5_against_onnx(tmp_path: Path) -> None:
+    """The constant ([C, H, W] = [3, 4, 5], all distinct, so a misread shape does not broadcast or
+    reorders values) times the input: onnxruntime on onnxmltools' form (an ONNX Constant)."""
     c = rand(3, 4, 5)
     nn = builder({"x": (3, 4, 5)}, ("y", "k"))
     nn.add_load_constant("k", "k", c, [3, 4, 5])
@@ -431,7 +452,7 @@ def test_load_constant_is_rank5_in_nd_network(tmp_path: Path) -> None:
     close(outs["y"], c.astype(np.float64)[None, None] + 1)
 
 
-@pytest.mark.parametrize("shape", [(5,), (2, 3), (2, 1, 3, 2)], ids=str)
+@pytest.mark.parametrize("shape", [(5,), (2, 3), (2, 1, 3, 4)], ids=str)  # distinct dims: a swap fails
 def test_load_constant_nd(shape: tuple[int, ...], tmp_path: Path) -> None:
     c = rand(*shape)
     nn = builder({"x": shape}, nd=True)
@@ -443,42 +464,70 @@ def test_load_constant_nd(shape: tuple[int, ...], tmp_path: Path) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# spec-4 unary math
-
-_erf = np.vectorize(math.erf)
-_MATH = {  # layer kind -> (builder call, numpy formula, input range)
-    "ceil": ("add_ceil", np.ceil, (-5, 5)),
-    "floor": ("add_floor", np.floor, (-5, 5)),
-    "sign": ("add_sign", np.sign, (-5, 5)),
-    "round": ("add_round", np.round, (-5, 5)),
-    "exp2": ("add_exp2", np.exp2, (-5, 5)),
-    "sin": ("add_sin", np.sin, (-5, 5)),
-    "cos": ("add_cos", np.cos, (-5, 5)),
-    "tan": ("add_tan", np.tan, (-1.5, 1.5)),
-    "asin": ("add_asin", np.arcsin, (-1, 1)),
-    "acos": ("add_acos", np.arccos, (-1, 1)),
-    "atan": ("add_atan", np.arctan, (-5, 5)),
-    "sinh": ("add_sinh", np.sinh, (-5, 5)),
-    "cosh": ("add_cosh", np.cosh, (-5, 5)),
-    "tanh": ("add_tanh", np.tanh, (-5, 5)),
-    "asinh": ("add_asinh", np.arcsinh, (-5, 5)),
-    "acosh": ("add_acosh", np.arccosh, (1, 10)),
-    "atanh": ("add_atanh", np.arctanh, (-0.99, 0.99)),
-    "erf": ("add_erf", _erf, (-3, 3)),
-}
+# spec-4 layers against torch
+#
+# One ND model per group of layers (each layer on its own inputs and output), run once, each output
+# compared with the torch function of the same math in float64 on the same fp32 inputs. Where the
+# spec leaves a case open (ties of round, the sign of mod), the rule is coremltools': it maps these
+# layers to and from the MIL ops of the same name (round: "0.5 is rounded to 0", and its device
+# tests compare round with np.around, ties to even; mod: Python's ``%``, the divisor's sign;
+# floor_div: "rounded towards negative infinity"), which torch.round / remainder / floor_divide
+# compute too.
 
 
-@pytest.mark.parametrize("kind", list(_MATH))
-def test_math_unary_nd(kind: str, tmp_path: Path) -> None:
-    method, formula, (lo, hi) = _MATH[kind]
-    x = rand(2, 3, 5, lo=lo, hi=hi)
-    if kind in ("ceil", "floor", "sign", "round"):
-        x[0, 0, :] = [-2.0, 0.0, 3.0, -0.25, 0.75]  # integers, zero, both signs (no .5 ties: see round)
-    nn = builder({"x": x.shape}, nd=True)
-    getattr(nn, method)(kind, "x", "y")
-    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
-    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
-    close(outs["y"], formula(x.astype(np.float64)), rtol=3e-6, atol=1e-6)
+def _torch(fn: Callable[..., Any], *arrays: np.ndarray) -> np.ndarray:
+    """``fn`` of ``arrays`` as float64 torch tensors, back as a float64 numpy array (bool -> 0/1)."""
+    import torch
+
+    out = fn(*(torch.from_numpy(np.asarray(a, np.float64)) for a in arrays))
+    return out.to(torch.float64).numpy()
+
+
+def _run_group(nn: Any, feeds: dict[str, np.ndarray], tmp: Path) -> dict[str, np.ndarray]:
+    outs, _ = convert_and_run(nn.spec, feeds, tmp)
+    return outs
+
+
+_TIES = np.array([-2.5, -1.5, -0.5, -0.0, 0.5, 1.5, 2.5, -3.0, 4.0, -0.25, 0.75, 2.49], np.float32)
+
+
+def _math_unary() -> dict[str, tuple[str, Callable[..., Any], tuple[float, float]]]:
+    """layer kind -> (builder call, torch function, input range)."""
+    import torch
+
+    return {
+        "ceil": ("add_ceil", torch.ceil, (-5, 5)), "floor": ("add_floor", torch.floor, (-5, 5)),
+        "sign": ("add_sign", torch.sign, (-5, 5)), "round": ("add_round", torch.round, (-5, 5)),
+        "exp2": ("add_exp2", torch.exp2, (-5, 5)), "sin": ("add_sin", torch.sin, (-5, 5)),
+        "cos": ("add_cos", torch.cos, (-5, 5)), "tan": ("add_tan", torch.tan, (-1.5, 1.5)),
+        "asin": ("add_asin", torch.asin, (-1, 1)), "acos": ("add_acos", torch.acos, (-1, 1)),
+        "atan": ("add_atan", torch.atan, (-5, 5)), "sinh": ("add_sinh", torch.sinh, (-5, 5)),
+        "cosh": ("add_cosh", torch.cosh, (-5, 5)), "tanh": ("add_tanh", torch.tanh, (-5, 5)),
+        "asinh": ("add_asinh", torch.asinh, (-5, 5)), "acosh": ("add_acosh", torch.acosh, (1, 10)),
+        "atanh": ("add_atanh", torch.atanh, (-0.99, 0.99)), "erf": ("add_erf", torch.special.erf, (-3, 3)),
+    }
+
+
+@oracle_checks("ceil", "floor", "sign", "round", "exp2", "sin", "cos", "tan", "asin", "acos", "atan", "sinh",
+               "cosh", "tanh", "asinh", "acosh", "atanh", "erf")
+def test_math_unary_against_torch(tmp_path: Path) -> None:
+    """The 18 one-input math layers of spec 4, rank 3. The rounding ones (and sign) also see the
+    half-way cases, -0.0 and integers: round's ties go to even (see above)."""
+    table = _math_unary()
+    feeds = {}
+    for kind, (_, _, (lo, hi)) in table.items():
+        x = rand(2, 3, 6, lo=lo, hi=hi)
+        if kind in ("ceil", "floor", "sign", "round"):
+            x[0].flat[: _TIES.size] = _TIES
+        feeds[f"x_{kind}"] = x
+    nn = builder({k: v.shape for k, v in feeds.items()}, [f"y_{k}" for k in table], nd=True)
+    for kind, (method, _, _) in table.items():
+        getattr(nn, method)(kind, f"x_{kind}", f"y_{kind}")
+        assert nn.spec.neuralNetwork.layers[-1].WhichOneof("layer") == kind
+    outs = _run_group(nn, feeds, tmp_path)
+    for kind, (_, fn, _) in table.items():
+        compare_with_oracle(outs[f"y_{kind}"], _torch(fn, feeds[f"x_{kind}"]), oracle="torch", rtol=3e-6, atol=1e-6,
+                            err_msg=kind)
 
 
 def test_math_unary_rank5_network(tmp_path: Path) -> None:
@@ -521,41 +570,58 @@ def test_acosh_composition_accuracy(tmp_path: Path) -> None:
     assert ulp_error(outs["y"], want) <= 4
 
 
+@oracle_checks("clip")
 @pytest.mark.parametrize("lo,hi", [(-0.5, 1.25), (1.0, 1.0), (2.0, -1.0)], ids=["normal", "equal", "inverted"])
-def test_clip(lo: float, hi: float, tmp_path: Path) -> None:
-    """min(max(x, minVal), maxVal), also where minVal >= maxVal (every element is maxVal)."""
+def test_clip_against_torch(lo: float, hi: float, tmp_path: Path) -> None:
+    """The spec: min(max(x, minVal), maxVal), also where minVal >= maxVal (every element is maxVal,
+    as torch.clamp documents); NaN stays NaN. Bounds not symmetric, so reading one for the other fails."""
     x = rand(4, 6)
     x[0, :3] = [np.nan, np.inf, -np.inf]
     nn = builder({"x": x.shape}, nd=True)
     nn.add_clip("c", "x", "y", min_value=lo, max_value=hi)
-    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
-    close(outs["y"], np.minimum(np.maximum(x, np.float32(lo)), np.float32(hi)))
+    outs = _run_group(nn, {"x": x}, tmp_path)
+    want = _torch(lambda t: t.clamp(min=float(np.float32(lo)), max=float(np.float32(hi))), x)
+    compare_with_oracle(outs["y"], want, oracle="torch", rtol=0, atol=0)
 
 
-@pytest.mark.parametrize("mode", ["EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION"])
-def test_gelu(mode: str, tmp_path: Path) -> None:
-    x = rand(3, 7, lo=-5, hi=5)
-    nn = builder({"x": x.shape}, nd=True)
-    nn.add_gelu("g", "x", "y", mode=mode)
-    outs, _ = convert_and_run(nn.spec, {"x": x}, tmp_path)
-    v = x.astype(np.float64)
-    want = {"EXACT": 0.5 * v * (1 + _erf(v / math.sqrt(2))),
-            "TANH_APPROXIMATION": 0.5 * v * (1 + np.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3))),
-            "SIGMOID_APPROXIMATION": v / (1 + np.exp(-1.702 * v))}[mode]
-    close(outs["y"], want, rtol=2e-6)
+_GELU_MODES = ("EXACT", "TANH_APPROXIMATION", "SIGMOID_APPROXIMATION")
+
+
+@oracle_checks("gelu.mode=EXACT", "gelu.mode=TANH_APPROXIMATION", "gelu.mode=SIGMOID_APPROXIMATION")
+def test_gelu_against_torch(tmp_path: Path) -> None:
+    """The three modes, each a layer of one model. torch.nn.functional.gelu computes EXACT
+    (approximate="none") and TANH_APPROXIMATION (approximate="tanh"); SIGMOID_APPROXIMATION is the
+    spec's x * sigmoid(1.702 x), with torch.sigmoid."""
+    import torch
+
+    x = rand(3, 7, lo=-6, hi=6)
+    nn = builder({"x": x.shape}, [f"y_{m}" for m in _GELU_MODES], nd=True)
+    for mode in _GELU_MODES:
+        nn.add_gelu(f"g_{mode}", "x", f"y_{mode}", mode=mode)
+    outs = _run_group(nn, {"x": x}, tmp_path)
+    oracle = {"EXACT": lambda t: torch.nn.functional.gelu(t),
+              "TANH_APPROXIMATION": lambda t: torch.nn.functional.gelu(t, approximate="tanh"),
+              "SIGMOID_APPROXIMATION": lambda t: t * torch.sigmoid(1.702 * t)}
+    for mode in _GELU_MODES:
+        compare_with_oracle(outs[f"y_{mode}"], _torch(oracle[mode], x), oracle="torch", rtol=3e-6, atol=1e-6,
+                            err_msg=mode)
+    # the three modes differ on these inputs by more than the tolerance, so a mode read wrong fails
+    assert min(np.abs(outs[f"y_{a}"] - outs[f"y_{b}"]).max() for a in _GELU_MODES for b in _GELU_MODES if a < b) > 1e-4
 
 
 # ---------------------------------------------------------------------------------------------
 # comparisons, logical, where
 
-_COMPARE = {  # layer kind -> (builder call and its extra arguments, numpy)
-    "equal": (("add_equal", {}), np.equal),
-    "notEqual": (("add_not_equal", {}), np.not_equal),
-    "lessThan": (("add_less_than", {}), np.less),
-    "lessEqual": (("add_less_than", {"use_less_than_equal": True}), np.less_equal),
-    "greaterThan": (("add_greater_than", {}), np.greater),
-    "greaterEqual": (("add_greater_than", {"use_greater_than_equal": True}), np.greater_equal),
+_COMPARE = {  # layer kind -> (builder call, its extra arguments, torch function name)
+    "equal": ("add_equal", {}, "eq"),
+    "notEqual": ("add_not_equal", {}, "ne"),
+    "lessThan": ("add_less_than", {}, "lt"),
+    "lessEqual": ("add_less_than", {"use_less_than_equal": True}, "le"),
+    "greaterThan": ("add_greater_than", {}, "gt"),
+    "greaterEqual": ("add_greater_than", {"use_greater_than_equal": True}, "ge"),
 }
+# two shapes that broadcast each one over the other (each wider on some axis)
+_BROADCAST_PAIRS = {"a-wider": ((2, 3, 4), (3, 1)), "b-wider": ((3, 1), (2, 3, 4)), "both": ((2, 1, 4), (3, 1))}
 
 
 def _small_ints(*shape: int) -> np.ndarray:
@@ -563,92 +629,144 @@ def _small_ints(*shape: int) -> np.ndarray:
     return RNG.integers(-1, 3, shape).astype(np.float32)
 
 
-@pytest.mark.parametrize("kind", list(_COMPARE))
-def test_compare_two_inputs(kind: str, tmp_path: Path) -> None:
-    (method, extra), formula = _COMPARE[kind]
-    nn = builder({"a": (2, 3, 4), "b": (3, 1)}, nd=True)
-    getattr(nn, method)(kind, ["a", "b"], "y", **extra)
-    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
-    feeds = {"a": _small_ints(2, 3, 4), "b": _small_ints(3, 1)}
-    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
-    assert outs["y"].dtype == np.float32 and outs["y"].shape == (2, 3, 4)
-    np.testing.assert_array_equal(outs["y"], formula(feeds["a"], feeds["b"]).astype(np.float32))
+def _halves(*shape: int) -> np.ndarray:
+    """Values from {-1, -0.5, ..., 1.5}: comparisons against 0.5 see equal, smaller and larger."""
+    return RNG.integers(-2, 4, shape).astype(np.float32) / 2
 
 
-@pytest.mark.parametrize("kind", list(_COMPARE))
-def test_compare_with_alpha(kind: str, tmp_path: Path) -> None:
-    (method, extra), formula = _COMPARE[kind]
-    nn = builder({"a": (3, 5)}, nd=True)
-    getattr(nn, method)(kind, ["a"], "y", alpha=1.0, **extra)
-    feeds = {"a": _small_ints(3, 5)}
-    outs, _ = convert_and_run(nn.spec, feeds, tmp_path)
-    np.testing.assert_array_equal(outs["y"], formula(feeds["a"], np.float32(1.0)).astype(np.float32))
+@oracle_checks("equal", "notEqual", "lessThan", "lessEqual", "greaterThan", "greaterEqual")
+@pytest.mark.parametrize("shapes", list(_BROADCAST_PAIRS.values()), ids=list(_BROADCAST_PAIRS))
+def test_compare_two_inputs_against_torch(shapes: tuple[tuple[int, ...], ...], tmp_path: Path) -> None:
+    """y = x1 op x2, 1.0 / 0.0, numpy broadcasting; each input wider in turn (a swap of the two
+    inputs of an asymmetric comparison changes the result)."""
+    import torch
+
+    nn = builder({"a": shapes[0], "b": shapes[1]}, [f"y_{k}" for k in _COMPARE], nd=True)
+    for kind, (method, extra, _) in _COMPARE.items():
+        getattr(nn, method)(kind, ["a", "b"], f"y_{kind}", **extra)
+        assert nn.spec.neuralNetwork.layers[-1].WhichOneof("layer") == kind
+    feeds = {"a": _small_ints(*shapes[0]), "b": _small_ints(*shapes[1])}
+    outs = _run_group(nn, feeds, tmp_path)
+    for kind, (_, _, fn) in _COMPARE.items():
+        y = outs[f"y_{kind}"]
+        assert y.dtype == np.float32, kind
+        compare_with_oracle(y, _torch(getattr(torch, fn), feeds["a"], feeds["b"]), oracle="torch", rtol=0, atol=0,
+                            err_msg=kind)
+
+
+@oracle_checks("equal", "notEqual", "lessThan", "lessEqual", "greaterThan", "greaterEqual")
+def test_compare_with_alpha_against_torch(tmp_path: Path) -> None:
+    """One input: y = x1 op alpha, alpha a different non-default value per layer (0.5, -1, 1.5, ...),
+    each met by equal, smaller and larger inputs."""
+    import torch
+
+    alphas = dict(zip(_COMPARE, (0.5, -1.0, 1.5, -0.5, 1.0, 0.5)))
+    nn = builder({"a": (4, 6)}, [f"y_{k}" for k in _COMPARE], nd=True)
+    for kind, (method, extra, _) in _COMPARE.items():
+        getattr(nn, method)(kind, ["a"], f"y_{kind}", alpha=alphas[kind], **extra)
+        assert nn.spec.neuralNetwork.layers[-1].WhichOneof("layer") == kind
+    a = _halves(4, 6)
+    a[0, :6] = [-1.0, -0.5, 0.0, 0.5, 1.0, 1.5]
+    outs = _run_group(nn, {"a": a}, tmp_path)
+    for kind, (_, _, fn) in _COMPARE.items():
+        want = _torch(lambda t, fn=fn, alpha=alphas[kind]: getattr(torch, fn)(t, alpha), a)
+        compare_with_oracle(outs[f"y_{kind}"], want, oracle="torch", rtol=0, atol=0, err_msg=kind)
+        assert 0 < want.sum() < want.size, kind  # both outcomes occur
 
 
 _LOGICAL_VALUES = np.array([0.0, -0.0, 1.0, -3.5, 1e-30, np.nan], np.float32)
+_LOGICAL = {"logicalAnd": ("AND", "logical_and"), "logicalOr": ("OR", "logical_or"),
+            "logicalXor": ("XOR", "logical_xor")}
 
 
-@pytest.mark.parametrize("mode", ["AND", "OR", "XOR"])
-def test_logical_binary(mode: str, tmp_path: Path) -> None:
-    """0.0 is false, anything else (NaN too) true; the output is 1.0 / 0.0; broadcasting."""
-    a = np.repeat(_LOGICAL_VALUES, 6).reshape(6, 6)
-    b = _LOGICAL_VALUES.reshape(1, 6)
-    nn = builder({"a": a.shape, "b": b.shape}, nd=True)
-    nn.add_logical(mode.lower(), ["a", "b"], "y", mode)
-    outs, _ = convert_and_run(nn.spec, {"a": a, "b": b}, tmp_path)
-    fn = {"AND": np.logical_and, "OR": np.logical_or, "XOR": np.logical_xor}[mode]
-    np.testing.assert_array_equal(outs["y"], fn(a != 0, b != 0).astype(np.float32))
+@oracle_checks("logicalAnd", "logicalOr", "logicalXor", "logicalNot")
+@pytest.mark.parametrize("wide", ["a", "b"])
+def test_logical_against_torch(wide: str, tmp_path: Path) -> None:
+    """The spec: an input is false where it equals 0.0 (-0.0 too), true elsewhere (NaN too); the
+    output is 1.0 / 0.0; broadcasting. torch's logical ops read a float tensor the same way."""
+    import torch
+
+    full = np.repeat(_LOGICAL_VALUES, 6).reshape(6, 6)
+    row = _LOGICAL_VALUES.reshape(1, 6)
+    feeds = {"a": full, "b": row} if wide == "a" else {"a": row, "b": full.T.copy()}
+    nn = builder({k: v.shape for k, v in feeds.items()}, [*[f"y_{k}" for k in _LOGICAL], "y_not"], nd=True)
+    for kind, (mode, _) in _LOGICAL.items():
+        nn.add_logical(kind, ["a", "b"], f"y_{kind}", mode)
+        assert nn.spec.neuralNetwork.layers[-1].WhichOneof("layer") == kind
+    nn.add_logical("logicalNot", ["b"], "y_not", "NOT")
+    outs = _run_group(nn, feeds, tmp_path)
+    for kind, (_, fn) in _LOGICAL.items():
+        compare_with_oracle(outs[f"y_{kind}"], _torch(getattr(torch, fn), feeds["a"], feeds["b"]), oracle="torch",
+                            rtol=0, atol=0, err_msg=kind)
+    compare_with_oracle(outs["y_not"], _torch(torch.logical_not, feeds["b"]), oracle="torch", rtol=0, atol=0)
 
 
-def test_logical_not(tmp_path: Path) -> None:
-    nn = builder({"a": _LOGICAL_VALUES.shape}, nd=True)
-    nn.add_logical("not", ["a"], "y", "NOT")
-    outs, _ = convert_and_run(nn.spec, {"a": _LOGICAL_VALUES}, tmp_path)
-    np.testing.assert_array_equal(outs["y"], np.array([1, 1, 0, 0, 0, 0], np.float32))
-
-
+@oracle_checks("whereBroadcastable")
 @pytest.mark.parametrize("shapes", [((2, 2, 6), (2, 6), (6,)), ((6,), (2, 1, 6), (3, 1))], ids=["cond-widest", "x-y-widest"])
-def test_where(shapes: tuple[tuple[int, ...], ...], tmp_path: Path) -> None:
-    """x where cond != 0 (NaN is true) else y; all three broadcast, the condition possibly widest."""
+def test_where_against_torch(shapes: tuple[tuple[int, ...], ...], tmp_path: Path) -> None:
+    """Inputs in order condition, x, y: x where the condition is true (nonzero, NaN included),
+    else y; all three broadcast, the condition possibly widest. torch.where on the condition as
+    torch reads a float tensor as bool; the sign of -0.0 is kept."""
+    import torch
+
     cond = np.resize(_LOGICAL_VALUES, shapes[0])
     x, y = rand(*shapes[1]), rand(*shapes[2])
     x.flat[0] = -0.0
     nn = builder({"c": cond.shape, "a": x.shape, "b": y.shape}, nd=True)
     nn.add_where_broadcastable("w", ["c", "a", "b"], "y")
-    outs, _ = convert_and_run(nn.spec, {"c": cond, "a": x, "b": y}, tmp_path)
-    want = np.where(cond != 0, x, y)
-    np.testing.assert_array_equal(outs["y"], want)
+    outs = _run_group(nn, {"c": cond, "a": x, "b": y}, tmp_path)
+    want = _torch(lambda c, a, b: torch.where(c.bool(), a, b), cond, x, y)
+    compare_with_oracle(outs["y"], want, oracle="torch", rtol=0, atol=0)
     np.testing.assert_array_equal(np.signbit(outs["y"]), np.signbit(want))
 
 
-_BINARY = {  # layer kind -> (builder call, numpy)
-    "addBroadcastable": ("add_add_broadcastable", np.add),
-    "subtractBroadcastable": ("add_subtract_broadcastable", np.subtract),
-    "multiplyBroadcastable": ("add_multiply_broadcastable", np.multiply),
-    "divideBroadcastable": ("add_divide_broadcastable", np.divide),
-    "floorDivBroadcastable": ("add_floor_div_broadcastable", lambda a, b: np.floor(a / b)),
-    "modBroadcastable": ("add_mod_broadcastable", lambda a, b: a - np.floor(a / b) * b),
-    "powBroadcastable": ("add_pow_broadcastable", np.power),
-    "maxBroadcastable": ("add_max_broadcastable", np.maximum),
-    "minBroadcastable": ("add_min_broadcastable", np.minimum),
+_BINARY = {  # layer kind -> (builder call, torch function name)
+    "addBroadcastable": ("add_add_broadcastable", "add"),
+    "subtractBroadcastable": ("add_subtract_broadcastable", "sub"),
+    "multiplyBroadcastable": ("add_multiply_broadcastable", "mul"),
+    "divideBroadcastable": ("add_divide_broadcastable", "div"),
+    "floorDivBroadcastable": ("add_floor_div_broadcastable", "floor_divide"),
+    "modBroadcastable": ("add_mod_broadcastable", "remainder"),
+    "powBroadcastable": ("add_pow_broadcastable", "pow"),
+    "maxBroadcastable": ("add_max_broadcastable", "maximum"),
+    "minBroadcastable": ("add_min_broadcastable", "minimum"),
 }
+_BINARY_SHAPES = {"a-wider": ((2, 3, 4, 5), (3, 1, 5)), "b-wider": ((4, 1), (2, 3, 4, 5)),
+                  "both": ((2, 1, 4, 5), (3, 1, 5))}
 
 
-@pytest.mark.parametrize("kind", list(_BINARY))
-def test_broadcastable_binary(kind: str, tmp_path: Path) -> None:
-    """Numpy broadcasting of [2, 1, 4, 5] and [3, 1, 5]; both signs (mod takes the divisor's
-    sign, floor division rounds down); pow on a positive base."""
-    method, formula = _BINARY[kind]
-    a, b = rand(2, 1, 4, 5, lo=-4, hi=4), rand(3, 1, 5, lo=-3, hi=3)
-    b[np.abs(b) < 0.25] = 0.5  # keep divisions away from 0
-    if kind == "powBroadcastable":
-        a = np.abs(a) + 0.1
-    nn = builder({"a": a.shape, "b": b.shape}, nd=True)
-    getattr(nn, method)(kind, ["a", "b"], "y")
-    assert nn.spec.neuralNetwork.layers[0].WhichOneof("layer") == kind
-    outs, _ = convert_and_run(nn.spec, {"a": a, "b": b}, tmp_path)
-    assert outs["y"].shape == (2, 3, 4, 5)
-    close(outs["y"], formula(a.astype(np.float64), b.astype(np.float64)), rtol=2e-6, atol=2e-6)
+def _quarters(shape: tuple[int, ...], lo: float, hi: float) -> np.ndarray:
+    """Multiples of 0.25 in [lo, hi]: exact in fp32, so floor(a / b) cannot land on the other side
+    of an integer in fp32 and in float64 (b below is 0.75, 1.25 or 2.5 in magnitude: a / b is an
+    integer or at least 0.1 away from one)."""
+    return (RNG.integers(int(lo * 4), int(hi * 4) + 1, shape) / 4).astype(np.float32)
+
+
+@oracle_checks("addBroadcastable", "subtractBroadcastable", "multiplyBroadcastable", "divideBroadcastable",
+               "floorDivBroadcastable", "modBroadcastable", "powBroadcastable", "maxBroadcastable",
+               "minBroadcastable")
+@pytest.mark.parametrize("shapes", list(_BINARY_SHAPES.values()), ids=list(_BINARY_SHAPES))
+def test_broadcastable_binary_against_torch(shapes: tuple[tuple[int, ...], ...], tmp_path: Path) -> None:
+    """Numpy broadcasting, each input wider in turn; negative dividends and divisors (mod takes the
+    divisor's sign, floor division rounds towards -inf), exact multiples included; pow on a
+    positive base with exponents of both signs."""
+    import torch
+
+    a = _quarters(shapes[0], -4, 4)
+    b = RNG.choice(np.array([-2.5, -1.25, -0.75, 0.75, 1.25, 2.5], np.float32), shapes[1])
+    a.flat[:4] = [-2.5, 2.5, -3.75, 0.0]  # exact multiples of some divisors, and zero
+    base = np.abs(a) + np.float32(0.25)
+    nn = builder({"a": a.shape, "b": b.shape, "p": base.shape}, [f"y_{k}" for k in _BINARY], nd=True)
+    for kind, (method, _) in _BINARY.items():
+        getattr(nn, method)(kind, ["p" if kind == "powBroadcastable" else "a", "b"], f"y_{kind}")
+        assert nn.spec.neuralNetwork.layers[-1].WhichOneof("layer") == kind
+    feeds = {"a": a, "b": b, "p": base}
+    outs = _run_group(nn, feeds, tmp_path)
+    for kind, (_, fn) in _BINARY.items():
+        first = base if kind == "powBroadcastable" else a
+        want = _torch(getattr(torch, fn), first, b)
+        assert outs[f"y_{kind}"].shape == want.shape, kind
+        compare_with_oracle(outs[f"y_{kind}"], want, oracle="torch", rtol=2e-6, atol=2e-6, err_msg=kind)
 
 
 # ---------------------------------------------------------------------------------------------
