@@ -115,13 +115,26 @@ def _fill_model(kind: str, variant: str, params: dict[str, float], seed: int) ->
     return b.spec, feeds
 
 
+# builder keyword (the NN field) -> the MIL op's input (coremltools' MIL docs: random_uniform "low:
+# Lower boundary of the output interval (inclusive)", "high: Upper boundary ... (exclusive)")
+MIL_INPUT = {"mean": "mean", "stddev": "stddev", "minval": "low", "maxval": "high", "prob": "prob"}
+
+
 def _draws(kind: str, variant: str, params: dict[str, float], tmp: Path, seed: int = 11) -> np.ndarray:
-    """The fill our conversion draws (shape N, fp32), checked to be the same on a second run."""
+    """The fill our conversion draws (shape N, fp32), checked to be the same on a second run.
+
+    The MIL op must also receive each parameter under its MIL name: U[low, high) and U[high, low)
+    cannot be told apart by their draws, but MIL leaves random_uniform with high < low undefined
+    ("If high < low, the results are officially undefined and may eventually raise an error"), so
+    a program passing maxVal as low would be wrong on Core ML whatever our interpreter draws."""
     spec, feeds = _fill_model(kind, variant, params, seed)
     outs, prog = convert_and_run(spec, feeds, tmp)  # seed >= 0: identical through MIL
     y = np.asarray(outs["y"])
     assert y.shape == N and y.dtype == np.float32
-    assert {op.type for op in prog.walk()} >= {f"random_{kind}"}
+    (op,) = [op for op in prog.walk() if op.type == f"random_{kind}"]
+    for key, value in {**params, "seed": seed}.items():
+        got = np.asarray(op.inputs[MIL_INPUT.get(key, key)].const_val)
+        assert got == np.asarray(value, got.dtype), f"MIL {op.type} {MIL_INPUT.get(key, key)} = {got}, not {value}"
     np.testing.assert_array_equal(np.asarray(converter.run(prog, feeds)["y"]), y)  # same seed, same draws
     return y
 
