@@ -2,8 +2,10 @@
 
 Oracle: the spec's semantics written here as Python over numpy (the branch and loop pseudo-code
 of the spec; nested networks read and write the enclosing network's blobs by name; a condition is
-true when its magnitude exceeds 1e-6, the threshold coremltools' builder documents for branch).
-onnxmltools has no converter for these layers. Every converted model also goes through MIL.
+true when its magnitude exceeds 1e-6, the threshold coremltools' builder documents for branch:
+"if_branch: Neural network to execute if the absolute value of the input tensor is greater than
+1e-6"). onnxmltools has no converter for these layers. Every converted model also goes through MIL.
+Comparisons against those formulas go through ``spec_formula`` (recorded as oracle checks).
 """
 
 from __future__ import annotations
@@ -18,8 +20,9 @@ import pytest
 import converter
 from converter.errors import FormatError, UnsupportedError
 from tests.conftest import MODELS
+from tests.nn_models.coverage import oracle_checks
 
-from .common import builder, convert_and_run, flexible, load_spec, op_types, through_mil
+from .common import builder, compare_with_oracle, convert_and_run, flexible, load_spec, op_types, through_mil
 
 # NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
 KINDS_COVERED = {
@@ -50,6 +53,11 @@ BUILDER = MODELS / "builder"
 X = np.array([0.5, -1.25, 2.0], np.float32)
 
 
+def spec_formula(got: Any, want: Any) -> None:
+    """``got`` equals the value the spec's semantics give (computed in the test)."""
+    compare_with_oracle(np.asarray(got).reshape(np.shape(want)), want, oracle="spec formula", rtol=1e-6, atol=1e-7)
+
+
 def nested(nn_spec: Any) -> Any:
     """A builder adding layers to a nested network (branch arm, loop body or condition)."""
     from coremltools.models.neural_network import NeuralNetworkBuilder
@@ -74,7 +82,8 @@ def plus(b: Any, name: str, srcs: list[str], dst: str, k: float = 0.0) -> None:
 # -- the shared builder models -------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("cond", [1.0, 0.0, -2.0, 5e-7])
+@oracle_checks("branch")
+@pytest.mark.parametrize("cond", [1.0, 0.0, -2.0, 5e-7, -5e-7, 2e-6])
 def test_shared_branch_model(cond: float, tmp_path: Path):
     path = BUILDER / "control_flow_branch.mlmodel"
     feeds = dict(np.load(path.with_suffix(".npz")))
@@ -83,7 +92,7 @@ def test_shared_branch_model(cond: float, tmp_path: Path):
     want = 2 * x if abs(cond) > 1e-6 else np.tanh(x)
     prog = converter.load(path)
     assert "cond" in op_types(prog)
-    np.testing.assert_allclose(converter.run(prog, feeds)["y"], want, rtol=1e-6, atol=1e-7)
+    spec_formula(converter.run(prog, feeds)["y"], want)
     through_mil(prog, feeds, tmp_path)
 
 
@@ -121,16 +130,19 @@ def _branch_model(else_writes_acc: bool) -> Any:
     return model({"x": (3,), "c": (1,)}, ("y",), body)
 
 
+@oracle_checks("branch")
 @pytest.mark.parametrize("else_writes_acc", [False, True])
-@pytest.mark.parametrize("c", [1.0, 0.0])
+@pytest.mark.parametrize("c", [1.0, 0.0, -0.5])
 def test_branch_writes_enclosing_blobs(c: float, else_writes_acc: bool, tmp_path: Path):
+    """if c: acc = 3 acc; new = tanh(x) else: new = relu(x) (and acc = -x); y = acc + new. The two
+    arms compute different values, so running the wrong one (or swapping them) changes y."""
     x = X.astype(np.float64)
-    if c:
+    if abs(c) > 1e-6:
         want = 3 * x + np.tanh(x)
     else:
         want = (-x if else_writes_acc else x) + np.maximum(x, 0)
     outs, prog = convert_and_run(_branch_model(else_writes_acc), {"x": X, "c": np.array([c], np.float32)}, tmp_path)
-    np.testing.assert_allclose(outs["y"], want, rtol=1e-6)
+    spec_formula(outs["y"], want)
     (cond_op,) = [op for op in prog.walk() if op.type == "cond"]
     assert len(cond_op.outputs) == 2  # acc and new; the arms' temporaries stay inside
 
@@ -151,6 +163,7 @@ def test_blob_produced_in_one_arm_only(tmp_path: Path):
     assert any("only some paths" in n for n in prog.meta["notes"])
 
 
+@oracle_checks("branch")
 def test_nested_branches(tmp_path: Path):
     """if c1: (if c2: y = x + 1 else y = x + 2) else y = x + 3."""
 
@@ -165,7 +178,7 @@ def test_nested_branches(tmp_path: Path):
     for c1, c2, k in ((1, 1, 1), (1, 0, 2), (0, 1, 3), (0, 0, 3)):
         feeds = {"x": X, "c1": np.array([c1], np.float32), "c2": np.array([c2], np.float32)}
         outs, _ = convert_and_run(spec, feeds, tmp_path)
-        np.testing.assert_allclose(outs["y"], X + k, rtol=1e-6)
+        spec_formula(outs["y"], X.astype(np.float64) + k)
 
 
 # -- loop -----------------------------------------------------------------------------------------
@@ -232,56 +245,111 @@ def test_loop_with_condition_network(limit: float, max_iterations: int | None, t
     np.testing.assert_array_equal(np.asarray(outs["cond"]).reshape(-1), [float(i < limit)])
 
 
-def _jump_loop(kind: str, threshold: float, max_iterations: int, with_condition: bool = False) -> Any:
-    """for up to max_iterations: i = i + 1; if i > threshold: <kind>; acc = acc + x
-    (with_condition: also while i < 4, in a condition network)."""
+def _jump_loop(kind: str, threshold: float, max_iterations: int, count: bool, limit: float | None) -> Any:
+    """A loop whose body is: i = i + 1; before = before + x; if i > threshold: <kind>;
+    after = after + x. The loop runs maxLoopIterations times, or n times (the input, when
+    ``count``), and/or while i < limit (a conditionNetwork writing 'go', when ``limit`` is set).
+    Outputs before, after, i (and go)."""
 
     def body(b: Any) -> None:
-        b.add_copy("init_acc", "x", "acc")
+        b.add_copy("init_before", "x", "before")
+        b.add_copy("init_after", "x", "after")
         b.add_load_constant_nd("zero", "i", np.zeros(1, np.float32), (1,))
-        layer = b.add_loop("loop", max_iterations=max_iterations, condition="go" if with_condition else None)
-        if with_condition:
-            nested(layer.loop.conditionNetwork).add_less_than("less", ["i"], "go", alpha=4.0)
+        layer = b.add_loop("loop", input_name="n" if count else None, max_iterations=max_iterations,
+                           condition="go" if limit is not None else None)
+        if limit is not None:
+            nested(layer.loop.conditionNetwork).add_less_than("less", ["i"], "go", alpha=limit)
         bnet = nested(layer.loop.bodyNetwork)
         plus(bnet, "inc", ["i"], "i_next", 1.0)
         bnet.add_copy("write_i", "i_next", "i")
+        plus(bnet, "add_before", ["before", "x"], "before_next")
+        bnet.add_copy("write_before", "before_next", "before")
         bnet.add_greater_than("test", ["i"], "stop", alpha=threshold)
         arm = bnet.add_branch("maybe", "stop")
         jump = nested(arm.branch.ifBranch)
         jump.add_loop_break("jump") if kind == "break" else jump.add_loop_continue("jump")
-        plus(bnet, "add", ["acc", "x"], "acc_next")
-        bnet.add_copy("write_acc", "acc_next", "acc")
+        plus(bnet, "add_after", ["after", "x"], "after_next")
+        bnet.add_copy("write_after", "after_next", "after")
 
-    return model({"x": (3,)}, ("acc", "i"), body)
+    outputs = ("before", "after", "i") + (("go",) if limit is not None else ())
+    return model({"x": (3,), "n": (1,)} if count else {"x": (3,)}, outputs, body)
 
 
-def _jump_ref(kind: str, threshold: float, max_iterations: int, with_condition: bool) -> tuple[int, float]:
-    """(additions of x, final i) by the spec's pseudo-code."""
-    i, adds, it = 0.0, 0, 0
-    while it < max_iterations and (not with_condition or i < 4):
-        it += 1
+def _jump_ref(kind: str, threshold: float, max_iterations: int, n: int | None,
+              limit: float | None) -> tuple[int, int, float, bool | None]:
+    """(additions of x before the jump, after it, final i, final go) by the spec's pseudo-code:
+
+    - the iteration limit is the input when present ("the value of the maxLoopIterations field is
+      ignored"), else maxLoopIterations; case 2 (a conditionNetwork, maxLoopIterations 0, no
+      input) has no limit: "while conditionVar: bodyNetwork(); conditionVar = conditionNetwork()";
+      case 3 joins both: "while (conditionVar and loopIterator < maxLoopIterations)";
+    - loopBreak "Terminate the loop that has this layer": nothing after it runs, the condition
+      network included (it is part of the loop statement the break leaves);
+    - loopContinue "Stop the current loop iteration and continue on the next iteration": the rest
+      of the body is skipped; the loop's own bookkeeping (loopIterator + 1 and conditionVar =
+      conditionNetwork()) still runs, as for a C ``for`` loop (without it a while loop holding a
+      continue could never end: its conditionVar would never be recomputed)."""
+    limit_count = n if n is not None else (max_iterations if limit is None or max_iterations > 0 else None)
+    i, before, after, it = 0.0, 0, 0, 0
+    go = (i < limit) if limit is not None else None
+    while (go is None or go) and (limit_count is None or it < limit_count):
         i += 1
-        if i > threshold:
-            if kind == "break":
-                break
-            continue
-        adds += 1
-    return adds, i
+        before += 1
+        if i > threshold and kind == "break":
+            break
+        if not i > threshold:
+            after += 1
+        it += 1
+        if limit is not None:
+            go = i < limit
+    return before, after, i, go
 
 
-@pytest.mark.parametrize("kind, threshold, max_iterations, with_condition", [
-    ("break", 2.5, 10, False),
-    ("break", 0.5, 10, False),  # breaks in the first iteration
-    ("break", 20.0, 5, False),  # never breaks
-    ("continue", 2.5, 5, False),
-    ("continue", 1.5, 10, True),  # a continue does not skip the condition network
-])
-def test_loop_break_and_continue(kind: str, threshold: float, max_iterations: int, with_condition: bool,
-                                 tmp_path: Path):
-    adds, i = _jump_ref(kind, threshold, max_iterations, with_condition)
-    outs, _ = convert_and_run(_jump_loop(kind, threshold, max_iterations, with_condition), {"x": X}, tmp_path)
-    np.testing.assert_allclose(outs["acc"], X * (1 + adds), rtol=1e-6)
-    np.testing.assert_array_equal(np.asarray(outs["i"]).reshape(-1), [i])
+# (threshold, maxLoopIterations, count input, limit of a condition network)
+_JUMP_CASES = [
+    (2.5, 10, None, None),  # case 1: maxLoopIterations
+    (0.5, 10, None, None),  # jumps in the first iteration
+    (20.0, 5, None, None),  # never jumps
+    (2.5, 1, 6, None),  # case 1 with the input: 6 iterations, maxLoopIterations (1) ignored
+    (1.5, 100, 0, None),  # the input says 0 iterations
+    (4.5, 0, None, 3.0),  # case 2: while i < 3
+    (1.5, 0, None, 5.0),  # case 2, jumping at i = 2
+    (2.5, 0, None, 3.0),  # case 2, jumping at i = 3 = limit: go after the jump tells whether the condition ran
+    (2.5, 4, None, 6.0),  # case 3: maxLoopIterations (4) ends it before the condition
+    (2.5, 10, None, 4.0),  # case 3: the condition ends it before maxLoopIterations
+    (2.5, 9, 3, 6.0),  # case 3 with the input (3) as the limit
+    (4.5, 9, 3, 6.0),  # ... which ends it before any jump, maxLoopIterations (9) ignored
+    (20.0, 4, None, 6.0),  # case 3: maxLoopIterations ends it, no jump
+]
+
+
+def _check_jump_loop(kind: str, threshold: float, max_iterations: int, n: int | None, limit: float | None,
+                     tmp: Path) -> None:
+    before, after, i, go = _jump_ref(kind, threshold, max_iterations, n, limit)
+    feeds = {"x": X} if n is None else {"x": X, "n": np.array([n], np.float32)}
+    outs, _ = convert_and_run(_jump_loop(kind, threshold, max_iterations, n is not None, limit), feeds, tmp)
+    x = X.astype(np.float64)
+    spec_formula(outs["before"], x * (1 + before))
+    spec_formula(outs["after"], x * (1 + after))
+    spec_formula(outs["i"], np.array([i]))
+    if go is not None:
+        spec_formula(outs["go"], np.array([float(go)]))
+
+
+@oracle_checks("loopBreak")
+@pytest.mark.parametrize("threshold, max_iterations, n, limit", _JUMP_CASES, ids=str)
+def test_loop_break(threshold: float, max_iterations: int, n: int | None, limit: float | None, tmp_path: Path):
+    """A loopBreak in a branch of the body, in each of the spec's three loop cases: what ran before
+    it in the breaking iteration stays, nothing after it runs (the condition network included)."""
+    _check_jump_loop("break", threshold, max_iterations, n, limit, tmp_path)
+
+
+@oracle_checks("loopContinue")
+@pytest.mark.parametrize("threshold, max_iterations, n, limit", _JUMP_CASES, ids=str)
+def test_loop_continue(threshold: float, max_iterations: int, n: int | None, limit: float | None, tmp_path: Path):
+    """A loopContinue in a branch of the body, in each of the spec's three loop cases: the rest of
+    the iteration is skipped, the loop goes on (iteration count and condition network as usual)."""
+    _check_jump_loop("continue", threshold, max_iterations, n, limit, tmp_path)
 
 
 def test_unconditional_break_ends_the_body(tmp_path: Path):

@@ -17,10 +17,12 @@ import pytest
 import torch
 
 from converter.formats.proto import NeuralNetwork_pb2
+from tests.nn_models.coverage import oracle_checks
 
 from .common import (
     assert_load_error,
     builder,
+    compare_with_oracle,
     convert_and_run,
     flexible,
     load_spec,
@@ -564,15 +566,17 @@ def _lrn(x: np.ndarray, size: int, alpha: float, beta: float, k: float) -> np.nd
     return torch.nn.functional.local_response_norm(t, size, alpha, beta, k).numpy().reshape(x.shape)
 
 
+@oracle_checks("lrn")
 @pytest.mark.parametrize("size", [1, 3, 5])
 def test_lrn_rank5_matches_onnx(tmp_path, rng, size):
-    # onnxruntime only takes odd sizes (even ones place the window differently in ONNX)
+    # onnxruntime only takes odd sizes (even ones place the window differently in ONNX); alpha,
+    # beta and k distinct and none at a default (k 1), so reading one for another changes y
     b = builder({"x": (6, 4, 5)})
     b.add_lrn("lrn", "x", "y", alpha=0.3, beta=0.75, local_size=size, k=2.0)
-    x = rng.standard_normal((6, 4, 5))
+    x = rng.standard_normal((6, 4, 5)) * 2
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
     close(outs["y"], onnx_oracle(b.spec, {"x": x})["y"], match="size")
-    close(outs["y"], _lrn(x, size, 0.3, 0.75, 2.0))
+    compare_with_oracle(outs["y"], _lrn(x, size, 0.3, 0.75, 2.0), oracle="torch", rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("shape,nd,size,k", [((6, 4, 5), False, 4, 0.0), ((2, 6, 3, 3), True, 2, 1.5),
@@ -586,18 +590,22 @@ def test_lrn_even_sizes_and_default_k(tmp_path, rng, shape, nd, size, k):
     close(outs["y"], _lrn(x, size, 0.5, 0.6, k or 1.0))
 
 
-@pytest.mark.parametrize("shape,norm_rank", [((5,), 1), ((3, 4), 1), ((3, 4), 2), ((2, 3, 4, 5), 2),
-                                              ((2, 3, 4, 5), 4), ((2, 2, 3, 2, 3), 3)], ids=str)
-def test_layer_normalization(tmp_path, rng, shape, norm_rank):
+@oracle_checks("layerNormalization")
+@pytest.mark.parametrize("shape,norm_rank,eps", [((5,), 1, 0.3), ((3, 4), 1, 1e-3), ((3, 4), 2, 0.05),
+                                                  ((2, 3, 4, 5), 2, 0.5), ((2, 3, 4, 5), 4, 1e-3),
+                                                  ((2, 2, 3, 2, 3), 3, 0.1)], ids=str)
+def test_layer_normalization(tmp_path, rng, shape, norm_rank, eps):
+    """torch's layer_norm: gamma and beta per element of normalizedShape (distinct values, so a
+    swap of the two or of two sizes of normalizedShape changes y), eps large enough to matter."""
     norm = shape[-norm_rank:]
     gamma, beta = rng.standard_normal(norm), rng.standard_normal(norm)
     b = builder({"x": shape}, nd=True)
-    b.add_layer_normalization("ln", "x", "y", normalized_shape=list(norm), gamma=gamma, beta=beta, eps=1e-3)
+    b.add_layer_normalization("ln", "x", "y", normalized_shape=list(norm), gamma=gamma, beta=beta, eps=eps)
     x = rng.standard_normal(shape)
     outs, _ = convert_and_run(b.spec, {"x": x}, tmp_path)
     want = torch.nn.functional.layer_norm(torch.from_numpy(x), norm, torch.from_numpy(gamma),
-                                          torch.from_numpy(beta), eps=1e-3)
-    close(outs["y"], want.numpy(), rtol=1e-4)
+                                          torch.from_numpy(beta), eps=float(np.float32(eps)))
+    compare_with_oracle(outs["y"], want.numpy(), oracle="torch", rtol=1e-4, atol=1e-5)
 
 
 # =============================================================================================
@@ -607,8 +615,13 @@ _ONNX_MODES = ["sum", "avg", "prod", "sumsquare", "L1", "L2", "max", "min"]
 _AXES = {"CHW": (0, 1, 2), "HW": (1, 2), "C": (0,), "H": (1,), "W": (2,)}
 
 
+@oracle_checks("reduce.mode=SUM", "reduce.mode=AVG", "reduce.mode=PROD", "reduce.mode=SUMSQUARE", "reduce.mode=L1",
+               "reduce.mode=L2", "reduce.mode=MAX", "reduce.mode=MIN", "reduce.axis=CHW", "reduce.axis=HW",
+               "reduce.axis=C", "reduce.axis=H", "reduce.axis=W")
 def test_reduce_rank5_matches_onnx(tmp_path, rng):
-    x = rng.uniform(0.5, 1.5, (3, 4, 5))
+    """Every mode onnxmltools converts, over every axis; signed inputs (L1 differs from SUM, MIN
+    from the smallest magnitude); [C, H, W] sizes distinct (a wrong axis changes the shape)."""
+    x = rng.uniform(0.5, 1.5, (3, 4, 5)) * rng.choice([-1.0, 1.0], (3, 4, 5))
     for mode, axis in itertools.product(_ONNX_MODES, _AXES):
         b = builder({"x": (3, 4, 5)})
         b.add_reduce("r", "x", "y", axis=axis, mode=mode)

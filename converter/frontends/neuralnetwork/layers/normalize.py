@@ -3,8 +3,10 @@ layerNormalization, the legacy reduce, and the N-D reductions reduceL1 ... reduc
 
 Axes are counted from the end (C = -3, H = -2, W = -1) and every axis before -3 is batch, so the
 rank-5 [Seq, Batch, C, H, W] tensors of legacy networks and the N-D tensors of later ones follow one
-rule. Defaults the spec's field comments give for a parameter left at 0: batchnorm epsilon 1e-5;
-mvn, l2normalize and reduce LOGSUM epsilon 1e-6; lrn k 1.
+rule. A parameter left at 0 is read as: batchnorm epsilon 1e-5; mvn, l2normalize and reduce LOGSUM
+epsilon 1e-6; lrn k 1. The spec gives no default for these fields (its comments are silent; the
+values are this converter's choice, near coremltools' builder defaults: 1e-5 for batchnorm, mvn
+and l2normalize, 1e-6 for reduce, k 1.0), so a model that writes its epsilon is unaffected.
 
 MIL's batch_norm and instance_norm take the channel axis 1 of [N, C, H, W]: they are used where x
 is that, or becomes it by adding or removing one unit axis; other shapes (a flexible sequence axis)

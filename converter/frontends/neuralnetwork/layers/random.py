@@ -4,7 +4,10 @@ shape, or a run-time shape vector) and categoricalDistribution.
 The distributions are the spec's; the streams are not Core ML's (no one outside Core ML can
 reproduce those). ``seed`` passes through (MIL takes an int32 seed, -1 meaning unseeded as in
 coremltools' builder). Parameters are taken as written, zeros included (a normal fill with stdDev 0
-is its mean); categoricalDistribution's ``eps`` and ``temperature`` default to 1e-10 and 1.0 when 0.
+is its mean, a uniform fill with minVal = maxVal that value); categoricalDistribution's ``eps`` and
+``temperature`` default to 1e-10 and 1.0 when 0 (the spec's comments). Values that contradict the
+spec's definitions are refused: a negative (or NaN) stdDev, minVal above maxVal (the spec calls them
+the lower and upper bound; MIL's random_uniform leaves high < low undefined), prob outside [0, 1].
 
 categoricalDistribution draws ``numSamples`` class indices (as floats) per distribution on the last
 axis, from ``softmax(x / temperature)`` when ``isLogits`` and from ``softmax(log(max(x, eps)) /
@@ -56,6 +59,8 @@ def _shape(ctx: LayerContext) -> Value:
 @lowers("randomNormalLike", "randomNormalStatic", "randomNormalDynamic")
 def random_normal(ctx: LayerContext) -> Value:
     p = ctx.params
+    if not p.stdDev >= 0.0:
+        raise ctx.fail(f"stdDev {p.stdDev} is not a standard deviation (must be >= 0)", field="stdDev")
     return ctx.b.random_normal(shape=_shape(ctx), mean=np.float32(p.mean), stddev=np.float32(p.stdDev),
                                seed=_seed(ctx), name=ctx.name)
 
@@ -63,6 +68,9 @@ def random_normal(ctx: LayerContext) -> Value:
 @lowers("randomUniformLike", "randomUniformStatic", "randomUniformDynamic")
 def random_uniform(ctx: LayerContext) -> Value:
     p = ctx.params
+    if not p.minVal <= p.maxVal:
+        raise ctx.fail(f"minVal {p.minVal} is above maxVal {p.maxVal} (the lower and upper bound of the range)",
+                       field="minVal")
     return ctx.b.random_uniform(shape=_shape(ctx), low=np.float32(p.minVal), high=np.float32(p.maxVal),
                                 seed=_seed(ctx), name=ctx.name)
 
