@@ -48,8 +48,9 @@ S, IN, H = 5, 3, 4  # sequence length, input and hidden sizes of the test layers
 
 BUILDER_NAME = {"tanh": "TANH", "sigmoid": "SIGMOID", "ReLU": "RELU", "linear": "LINEAR",
                 "scaledTanh": "SCALED_TANH", "sigmoidHard": "SIGMOID_HARD"}
-# Parameters left 0 in the message: what the Core ML runtime uses (coremltools writes e.g.
+# An empty message (both parameters 0): what the Core ML runtime uses (coremltools writes e.g.
 # ``linear {}`` for an identity and its tests of the runtime expect tanh from ``scaledTanh {}``).
+# A message with a parameter set is the spec's formula as written (test_recurrent_oracles.py).
 UNSET = {"linear": (1.0, 0.0), "scaledTanh": (1.0, 1.0), "sigmoidHard": (0.2, 0.5)}
 
 
@@ -62,8 +63,9 @@ class A:
     beta: float | None = None
 
     def effective(self) -> tuple[float, float]:
-        da, db = UNSET.get(self.kind, (0.0, 0.0))
-        return (da if not self.alpha else self.alpha), (db if not self.beta else self.beta)
+        if not self.alpha and not self.beta:
+            return UNSET.get(self.kind, (0.0, 0.0))
+        return self.alpha or 0.0, self.beta or 0.0
 
     def __call__(self, x: np.ndarray) -> np.ndarray:
         a, b = self.effective()
@@ -242,7 +244,7 @@ def build(case: Case, seed: int = 0) -> Net:
         bz = f64(bias) if case.bias else dict.fromkeys("zro", 0.0)
         y, h = ref_gru(xd, states[0], f64(w), f64(r), bz, *case.acts, case.reverse, case.seq)
         finals = [h]
-        extra = {}
+        extra = {"w": w, "r": r, "b": bias}
     else:
         dirs = []
         for _ in range(n_dir):

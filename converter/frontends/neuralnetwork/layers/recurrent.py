@@ -23,11 +23,14 @@ layer aligns the backward outputs with the input positions (the spec's example) 
 forward and backward along C.
 
 Activations: Linear, Sigmoid, Tanh, ReLU, ScaledTanh, SigmoidHard (the only ones the spec allows
-here). Parameters left at 0 take the values the Core ML runtime uses for them: linear ``alpha = 1``
-(identity: coremltools writes ``linear {}`` for an identity), sigmoidHard ``0.2, 0.5`` and
-scaledTanh ``1, 1`` (what coremltools' tests of the runtime expect from ``scaledTanh {}``; the proto
-comment names 1.7159 and 2/3 as the only supported values, which those tests contradict). Explicit
-parameters are honoured.
+here), computed by the spec's formulas in their fields. An empty message (both fields 0, which is
+what coremltools' builder writes for every recurrent activation) takes the values the Core ML
+runtime uses for it: ``linear {}`` is the identity (1, 0), ``sigmoidHard {}`` is (0.2, 0.5) and
+``scaledTanh {}`` is (1, 1), i.e. tanh (what coremltools' tests of the runtime expect; the proto
+comment names 1.7159 and 2/3 as the only supported values, which those tests contradict). A message
+with any field set is read as written, a 0 included: ``linear {alpha: 0, beta: 1}`` is the
+constant 1, as the formula says (proto3 cannot tell an unset field from a 0, and no evidence
+gives a single 0 field another meaning).
 
 Lowering: the MIL op (rnn, gru, lstm) where it computes exactly this function: every activation has
 a MIL name, the gate activations saturate before +-50 (so the pre-activation clip changes no fp32
@@ -116,7 +119,8 @@ class Act:
         return self.apply(b, pre, name)
 
 
-_UNSET = {"linear": (1.0, 0.0), "scaledTanh": (1.0, 1.0), "sigmoidHard": (0.2, 0.5)}  # alpha, beta left 0
+# alpha, beta of an empty message (both fields 0): the runtime's values (module docstring)
+_EMPTY = {"linear": (1.0, 0.0), "scaledTanh": (1.0, 1.0), "sigmoidHard": (0.2, 0.5)}
 
 
 def parse_activation(ctx: LayerContext, p: NeuralNetwork_pb2.ActivationParams, what: str) -> Act:
@@ -125,11 +129,13 @@ def parse_activation(ctx: LayerContext, p: NeuralNetwork_pb2.ActivationParams, w
         raise ctx.fail(f"{what} has no activation type", field=what)
     if kind not in ACTIVATIONS:
         raise ctx.fail(f"{what} is {kind}; recurrent layers take {', '.join(ACTIVATIONS)}", field=what)
-    if kind not in _UNSET:
+    if kind not in _EMPTY:
         return Act(kind)
     msg = getattr(p, kind)
-    alpha, beta = _UNSET[kind]
-    return Act(kind, float(msg.alpha) or alpha, float(msg.beta) or beta)
+    alpha, beta = float(msg.alpha), float(msg.beta)
+    if alpha == 0.0 and beta == 0.0:
+        alpha, beta = _EMPTY[kind]
+    return Act(kind, alpha, beta)
 
 
 def parse_activations(ctx: LayerContext, acts: Sequence[NeuralNetwork_pb2.ActivationParams], count: int,
