@@ -133,16 +133,14 @@ def _outputs_identical(packages: dict[str, Path], keys: tuple[str, ...]) -> None
                 assert same_bits(got[name], want[name]), (key, name)
 
 
-def test_outputs_identical(packages, request):
-    if packages["mlmodel"] == DEEPLAB:
-        pytest.skip("DeepLabV3 runs in the slow test below")
+@pytest.mark.parametrize("packages", [SQUEEZENET], indirect=True, ids=lambda p: p.stem)  # DeepLabV3: below
+def test_outputs_identical(packages):
     _outputs_identical(packages, ("16->18", "18->16", "16->18->16"))
 
 
 @pytest.mark.slow  # about 15 s: three 513x513 DeepLabV3 runs in the reference interpreter
+@pytest.mark.parametrize("packages", [DEEPLAB], indirect=True, ids=lambda p: p.stem)
 def test_deeplab_outputs_identical(packages):
-    if packages["mlmodel"] != DEEPLAB:
-        pytest.skip("SqueezeNet runs in the test above")
     _outputs_identical(packages, ("16->18", "18->16"))
 
 
