@@ -400,6 +400,7 @@ def test_global_pooling3d_matches_onnxruntime(kind: str, tmp_path: Path) -> None
     pytest.param("ALIGN_CORNERS_FALSE", marks=oracle_checks("upsample.linearUpsampleMode=ALIGN_CORNERS_FALSE")),
 ])
 def test_upsample_bilinear_matches_torch(linear: str, factors: tuple[float, float], tmp_path: Path) -> None:
+    """Integer factors [2, 3] (scalingFactor) and fractional ones (fractionalScalingFactor), one shrinking."""
     fractional = any(f != int(f) for f in factors)
     m = Model({"x": (2, 3, 5, 7)}, ["y"], nd=True, spec_version=5)
     p = m.layer("upsample", ["x"], ["y"])
@@ -457,6 +458,7 @@ def onnx_roi_align(x: np.ndarray, boxes: np.ndarray, batch: np.ndarray, size, sc
 
 
 def resize_oracle(method: str, x: np.ndarray, target) -> np.ndarray:
+    """resizeBilinear of [N, C, H, W] to ``target`` by onnxruntime, with the mapping above."""
     if method == "ROI_ALIGN_MODE":
         h, w = x.shape[-2:]
         whole = np.tile([0, 0, w - 1, h - 1], (x.shape[0], 1))
@@ -528,12 +530,11 @@ def crop_resize_oracle(method: str, images: np.ndarray, corners: np.ndarray, tar
         start, end = [h1 / (h - 1), w1 / (w - 1)], [h2 / (h - 1), w2 / (w - 1)]
         if method == "STRICT_ALIGN_ENDPOINTS_MODE":  # linspace(start, end, 1) is start
             end = [e if n > 1 else s for s, e, n in zip(start, end, target)]
-        roi = np.array([0, 0, *start, 1, 1, *end], np.float32)
-        node_inputs = {"x": images}
-        crops.append(run_onnx_node("Resize", node_inputs, dict(mode="linear",
-                                                               coordinate_transformation_mode="tf_crop_and_resize"),
-                                   initializers={"roi": roi, "scales": _EMPTY,
-                                                 "sizes": np.array([b, images.shape[1], *target], np.int64)},
+        roi = np.array([0, 0, *start, 1, 1, *end], np.float32)  # batch and channel axes kept whole
+        sizes = np.array([b, images.shape[1], *target], np.int64)
+        crops.append(run_onnx_node("Resize", {"x": images}, dict(mode="linear",
+                                                                 coordinate_transformation_mode="tf_crop_and_resize"),
+                                   initializers={"roi": roi, "scales": _EMPTY, "sizes": sizes},
                                    input_order=["x", "roi", "scales", "sizes"])[0])
     return np.stack(crops)
 
