@@ -13,8 +13,9 @@ import torch
 import torch.nn.functional as F
 
 from converter.errors import ConverterError, FormatError, UnsupportedError
+from tests.nn_models.coverage import oracle_checks
 
-from .common import convert_run, flexible, load_spec, onnx_oracle
+from .common import compare_with_oracle, convert_run, flexible, load_spec, onnx_oracle
 from .spatial_util import Model, border, close, weights
 
 # NeuralNetwork layer kinds this module's models exercise (tests/nn_models/coverage.py checks them)
@@ -668,8 +669,13 @@ def test_padding_example_from_the_spec(kind, tmp_path):
     close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.array(SPEC_PAD_EXAMPLE[kind])[None])
 
 
-@pytest.mark.parametrize("kind", ["constant", "reflection", "replication"])
+@pytest.mark.parametrize("kind", [
+    pytest.param("constant", marks=oracle_checks("padding.constant")),
+    pytest.param("reflection", marks=oracle_checks("padding.reflection")),
+    pytest.param("replication", marks=oracle_checks("padding.replication")),
+])
 def test_padding_matches_onnxruntime(kind, tmp_path):
+    """Top 1, bottom 3, left 4, right 2: every amount distinct (a swap of any two moves the image)."""
     m = Model({"x": (3, 5, 6)}, ["y"])
     pad_layer(m, kind, [(1, 3), (4, 2)], value=2.5)
     x = rand(3, 5, 6)
@@ -692,7 +698,9 @@ def test_padding_nd_rank2_and_rank4(tmp_path):
     close(out["w"], np.pad(z, [(0, 0), (0, 0), (0, 1), (2, 0)], constant_values=-1.0))
 
 
+@oracle_checks("crop")
 def test_crop_amounts_matches_onnxruntime(tmp_path):
+    """Top 1, bottom 2, left 3, right 0: every amount distinct."""
     m = Model({"x": (3, 8, 9)}, ["y"])
     border(m.layer("crop", ["x"], ["y"]).cropAmounts, [(1, 2), (3, 0)])
     x = rand(3, 8, 9)
@@ -701,8 +709,10 @@ def test_crop_amounts_matches_onnxruntime(tmp_path):
     close(y, onnx_oracle(m.spec, {"x": x})["y"])
 
 
+@oracle_checks("crop")
 def test_crop_reference_input_with_offset(tmp_path):
-    """y = x1[:, offset[0]:offset[0] + H_out, offset[1]:offset[1] + W_out], H_out/W_out from x2."""
+    """y = x1[:, offset[0]:offset[0] + H_out, offset[1]:offset[1] + W_out], H_out/W_out from x2; offsets
+    [2, 3] and reference sizes [4, 5] distinct."""
     m = Model({"x": (3, 8, 9), "r": (3, 4, 5)}, ["y"])
     m.layer("crop", ["x", "r"], ["y"]).offset.extend([2, 3])
     x, r = rand(3, 8, 9), rand(3, 4, 5)
@@ -732,8 +742,10 @@ def upsample_layer(m: Model, mode: str, factors, linear: str = "DEFAULT", fracti
     p.linearUpsampleMode = m.nn.UpsampleLayerParams.LinearUpsampleMode.Value(linear)
 
 
-@pytest.mark.parametrize("nd", [False, True], ids=["rank5", "nd"])
+@pytest.mark.parametrize("nd", [pytest.param(False, id="rank5", marks=oracle_checks("upsample.mode=NN")),
+                                pytest.param(True, id="nd")])
 def test_upsample_nearest_neighbour(nd, tmp_path):
+    """Factors [2, 3] on a 4 x 5 image (onnxruntime for the rank-5 network, which onnxmltools converts)."""
     shape = (2, 3, 4, 5) if nd else (3, 4, 5)
     m = Model({"x": shape}, ["y"], nd=nd)
     upsample_layer(m, "NN", [2, 3])
@@ -914,8 +926,12 @@ def test_reorganize_example_from_the_spec(mode, nd, tmp_path):
     close(convert_run(m.spec, {"x": x}, tmp_path)["y"], np.array(expected))
 
 
-@pytest.mark.parametrize("mode", ["DEPTH_TO_SPACE", "SPACE_TO_DEPTH"])
+@pytest.mark.parametrize("mode", [
+    pytest.param("DEPTH_TO_SPACE", marks=oracle_checks("reorganizeData.mode=DEPTH_TO_SPACE")),
+    pytest.param("SPACE_TO_DEPTH", marks=oracle_checks("reorganizeData.mode=SPACE_TO_DEPTH")),
+])
 def test_reorganize_matches_onnxruntime(mode, tmp_path):
+    """Block 3, two channels out (so the channel order shows) and a 2 x 3 / 6 x 9 image."""
     shape = (18, 2, 3) if mode == "DEPTH_TO_SPACE" else (2, 6, 9)
     m = Model({"x": shape}, ["y"])
     reorganize_layer(m, mode, 3)
@@ -923,12 +939,14 @@ def test_reorganize_matches_onnxruntime(mode, tmp_path):
     close(convert_run(m.spec, {"x": x}, tmp_path)["y"], onnx_oracle(m.spec, {"x": x})["y"])
 
 
+@oracle_checks("reorganizeData.mode=PIXEL_SHUFFLE")
 def test_reorganize_pixel_shuffle_nd_matches_torch(tmp_path):
     m = Model({"x": (2, 3, 18, 2, 3)}, ["y"], nd=True, spec_version=5)
     reorganize_layer(m, "PIXEL_SHUFFLE", 3)
     x = rand(2, 3, 18, 2, 3)
     ref = F.pixel_shuffle(torch.from_numpy(x.reshape(6, 18, 2, 3)), 3).numpy().reshape(2, 3, 2, 6, 9)
-    close(convert_run(m.spec, {"x": x}, tmp_path)["y"], ref)
+    compare_with_oracle(convert_run(m.spec, {"x": x}, tmp_path)["y"], ref, oracle="torch", rtol=1e-5, atol=1e-5,
+                        atol_scaled=True)
 
 
 @pytest.mark.parametrize("axis, size, step", [(0, 3, 2), (1, 4, 1), (-1, 2, 3)])
