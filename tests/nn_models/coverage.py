@@ -73,8 +73,6 @@ _SCAN_ENV = "CONVERTER_NN_KINDS_SCAN"  # "1": stop each test at its first Neural
 # "1" under tools/mutate_nn_lowerings.py: its workers run tests outside pytest's protocol hooks, and
 # what a test declares is about the unmutated models: the declarations are not checked there
 _MUTATION = os.environ.get("CONVERTER_MUTATION") == "1"
-# tools/oracle_map.py: write {test: {"pairs": [...], "oracles": [...]}} to this path (+ worker id)
-_ORACLE_MAP_ENV = "CONVERTER_ORACLE_MAP_OUT"
 
 
 def unknown_kinds(kinds: Iterable[str]) -> list[str]:
@@ -365,12 +363,6 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     out = os.environ.get(_OUT_ENV)
     if out:
         Path(out).write_text(json.dumps({k: sorted(v) for k, v in _recorder.by_module.items()}))
-    oracle_map = os.environ.get(_ORACLE_MAP_ENV)
-    if oracle_map:
-        tests = set(_recorder.pairs_by_test) | set(_recorder.oracles)
-        Path(f"{oracle_map}.{os.environ.get('PYTEST_XDIST_WORKER', 'main')}").write_text(json.dumps({
-            t: {"pairs": sorted(_recorder.pairs_by_test.get(t, ())), "oracles": sorted(_recorder.oracles.get(t, ()))}
-            for t in sorted(tests)}))
 
 
 # -- deriving the kinds of undeclared modules ------------------------------------------------------

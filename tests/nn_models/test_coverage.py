@@ -6,9 +6,7 @@ their modules declare, see coverage.py) or a shared model the whole-model tests 
 Issue 7, oracle coverage: every (kind, subtype) pair of the spec (subtypes.py) is pinned by a
 value comparison against an oracle we did not write: a test declaring it with ``oracle_checks``
 (checked when the test runs, see coverage.py), or a model that a whole-model oracle test compares
-(test_onnx_oracle.py against onnxruntime, test_torch.py against torch). Until every pair is
-checked, the pairs that are not are listed in oracle_uncovered.txt, which must be exactly the
-missing ones: the list can only shrink.
+(test_onnx_oracle.py against onnxruntime, test_torch.py against torch). No pair is exempt.
 """
 
 from __future__ import annotations
@@ -40,7 +38,6 @@ from .subtypes import EXCLUDED, PAIRS, kind_subtypes, unknown_pairs
 
 FAMILY_TESTS = sorted((REPO / "tests" / "nn").glob("test_*.py"))
 ORACLE_TEST_MODULES = FAMILY_TESTS + sorted((REPO / "tests" / "nn_models").glob("test_*.py"))
-UNCOVERED = Path(__file__).with_name("oracle_uncovered.txt")
 # Whole-model oracle tests (declared ``oracle_checks("*")``): the models each compares.
 WHOLE_MODEL_ORACLE_TESTS = {
     ("tests/nn_models/test_onnx_oracle.py", "test_matches_onnxruntime"): test_onnx_oracle.CHECKED,
@@ -200,11 +197,6 @@ def oracle_checked() -> dict[str, list[str]]:
     return where
 
 
-def read_uncovered() -> list[str]:
-    return [line.split("#")[0].strip() for line in UNCOVERED.read_text().splitlines()
-            if line.split("#")[0].strip()]
-
-
 def test_oracle_declarations_name_spec_pairs() -> None:
     whole = set()
     for module in ORACLE_TEST_MODULES:
@@ -215,18 +207,10 @@ def test_oracle_declarations_name_spec_pairs() -> None:
 
 
 def test_every_pair_has_an_oracle_check() -> None:
-    """Every pair is pinned by an oracle, or still listed in oracle_uncovered.txt (which must list
-    exactly the pairs that are not, so that it only shrinks)."""
+    """Every (kind, subtype) pair is pinned by a value comparison against an oracle we did not write."""
     where = oracle_checked()
     missing = [p for p in PAIRS if p not in where]
-    listed = read_uncovered()
-    assert len(listed) == len(set(listed)), "oracle_uncovered.txt lists a pair twice"
-    assert unknown_pairs(listed) == [], "oracle_uncovered.txt lists pairs the spec lacks"
-    new_holes = [p for p in missing if p not in set(listed)]
-    covered_now = [p for p in listed if p in where]
-    assert new_holes == [], f"{len(new_holes)} (kind, subtype) pairs have no oracle check: {new_holes}"
-    assert covered_now == [], (f"{len(covered_now)} pairs of oracle_uncovered.txt are pinned by an oracle now: "
-                               f"delete them from the list: {covered_now}")
+    assert missing == [], f"{len(missing)} (kind, subtype) pairs have no oracle check: {missing}"
 
 
 _ORACLE_PROBE = '''
