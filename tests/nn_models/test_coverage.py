@@ -115,6 +115,21 @@ def test_every_kind_has_a_test_model() -> None:
                            f"declaration, derived by a scan: {[m.name for m in undeclared]})")
 
 
+def _run_probe(tmp_path: Path, source: str) -> str:
+    """pytest's output for the test module ``source``, run in a subprocess with the coverage plugin."""
+    import os
+    import subprocess
+    import sys
+
+    (tmp_path / "test_probe.py").write_text(source)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST"))}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.nn_models.coverage", "-p", "no:cacheprovider",
+                           "-p", "no:xdist", "-q", "-rA", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
+                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    return proc.stdout
+
+
 _PLUGIN_PROBE = '''
 import pytest
 import converter
@@ -148,17 +163,7 @@ def test_declares_what_it_does_not_load(tmp_path):
 def test_declarations_are_checked_against_what_tests_load(tmp_path: Path) -> None:
     """The plugin fails a test whose @covers kind no model it loaded contains, and reports a
     KINDS_COVERED kind no model of the module contains at the module's last teardown."""
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "test_probe.py").write_text(_PLUGIN_PROBE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.nn_models.coverage", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", "-q", "-rA", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    out = proc.stdout
+    out = _run_probe(tmp_path, _PLUGIN_PROBE)
     assert "PASSED test_probe.py::test_loads_what_it_declares" in out, out[-3000:]
     assert "FAILED test_probe.py::test_declares_what_it_does_not_load" in out, out[-3000:]
     assert "@covers('convolution',): no NeuralNetwork model this test (or its module's fixtures) loaded" in out
@@ -254,17 +259,7 @@ def test_compares_against_no_oracle(tmp_path):
 def test_oracle_checks_are_checked_against_what_tests_do(tmp_path: Path) -> None:
     """The plugin fails a test whose oracle_checks pair no model it loaded contains, and one that
     declares oracle checks but records no comparison against an oracle."""
-    import os
-    import subprocess
-    import sys
-
-    (tmp_path / "test_probe.py").write_text(_ORACLE_PROBE)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST"))}
-    env["PYTHONPATH"] = os.pathsep.join([str(REPO), env.get("PYTHONPATH", "")])
-    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "tests.nn_models.coverage", "-p", "no:cacheprovider",
-                           "-p", "no:xdist", "-q", "-rA", "--rootdir", str(tmp_path), str(tmp_path / "test_probe.py")],
-                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
-    out = proc.stdout
+    out = _run_probe(tmp_path, _ORACLE_PROBE)
     assert "PASSED test_probe.py::test_compares_what_it_declares" in out, out[-3000:]
     assert "FAILED test_probe.py::test_declares_a_pair_it_does_not_load" in out, out[-3000:]
     assert "@oracle_checks('activation.scaledTanh',): no NeuralNetwork model this test" in out
