@@ -21,3 +21,9 @@ def shared_dir() -> Path:
     if not SHARED.is_dir():
         pytest.fail(f"../shared not found at {SHARED}: tests need the shared data beside the checkout")
     return SHARED
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Slow-tier tests first: under pytest-xdist they then overlap the rest of the suite instead of
+    running alone at its end (the order of the others is kept)."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

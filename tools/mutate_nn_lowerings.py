@@ -39,6 +39,8 @@ if str(REPO) not in sys.path:
 from tools.nn_mutants import COMMUTATIVE  # noqa: E402
 
 DEFAULT_TESTS = ("tests/nn", "tests/nn_models")
+# The tool's own tests run the tool: never inside it (the full check would start itself again).
+OWN_TESTS = "tests/nn_models/test_mutation_check.py"
 EQUIVALENTS = REPO / "tools" / "nn_mutation_equivalents.txt"
 
 
@@ -67,7 +69,7 @@ def _run_workers(mode: str, workdir: Path, tests: list[str], workers: int, timeo
         log = open(workdir / f"worker-{mode}-{w}.log", "w")
         cmd = [sys.executable, "-m", "pytest", "-p", "tools.nn_mutation_plugin", "-p", "no:cacheprovider",
                "-p", "no:xdist", "-q", "--no-header", "-W", "ignore", f"--basetemp={workdir / f'tmp-{mode}-{w}'}",
-               *pytest_args, *tests]
+               f"--ignore={OWN_TESTS}", *pytest_args, *tests]
         procs.append((subprocess.Popen(cmd, cwd=REPO, env={**env, "NN_MUTATION_WORKER": str(w)}, stdout=log,
                                        stderr=subprocess.STDOUT), log))
     for proc, log in procs:

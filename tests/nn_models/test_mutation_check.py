@@ -82,3 +82,18 @@ def test_the_tool_kills_and_reports_survivors(tmp_path: Path) -> None:
     survivors = {s["id"] for s in r["survivors"]}
     assert "activation: scaledTanh.alpha <-> scaledTanh.beta" in survivors
     assert r["totals"]["killed"] == 1 and r["totals"]["survived"] == len(survivors) >= 1
+
+
+@pytest.mark.slow
+def test_no_parameter_swap_of_any_lowering_survives(tmp_path: Path) -> None:
+    """Issue 7's mutation check over every layer kind and every test of tests/nn and tests/nn_models
+    (about 3 to 5 minutes on one worker; CI runs it beside the rest of the suite): swapping any two
+    parameters of any NeuralNetwork layer lowering makes some test fail."""
+    report = tmp_path / "report.json"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "XDIST"))}
+    proc = subprocess.run([sys.executable, "tools/mutate_nn_lowerings.py", "--workers", "1", "--json", str(report)],
+                          cwd=REPO, env=env, capture_output=True, text=True, timeout=1800)
+    r = json.loads(report.read_text()) if report.exists() else {}
+    survivors = [s["id"] for s in r.get("survivors", [])]
+    assert proc.returncode == 0 and not survivors, (survivors, proc.stdout[-3000:] + proc.stderr[-3000:])
+    assert r["totals"]["killed"] >= 900 and not r["crashed"] and not r["failing_unmutated"], r["totals"]
