@@ -119,6 +119,10 @@ class _Loader:
                               field="mlProgram.version")
         if not spec.functions:
             raise FormatError("MIL program has no functions", file=self.file, field="mlProgram.functions")
+        try:
+            desc.check_description(model.description)
+        except desc.DescriptionError as e:
+            raise FormatError(str(e), file=self.file, field="description") from None
         prog = Program()
         prog.doc_string = spec.docString
         for key, val in spec.attributes.items():

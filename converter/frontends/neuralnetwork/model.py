@@ -285,6 +285,11 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     file = str(mf.path)
     model = mf.model
     models = stages(model, file)
+    for m in [model, *models]:
+        try:
+            desc.check_description(m.description)
+        except desc.DescriptionError as e:
+            raise FormatError(str(e), file=file, field="description") from None
     check_layers(models, file)
     opset = "iOS16" if options.keep_compression and uses_quantized_weights(models) else "iOS15"
     prog = Program()
