@@ -9,6 +9,7 @@ import click
 
 import converter
 from converter.errors import ConverterError
+from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS
 
 
 def _fail(e: ConverterError) -> None:
@@ -40,6 +41,10 @@ def ops_cmd(as_json: bool) -> None:
     click.echo(f"{len(rows)} ops")
 
 
+_LOOP_HELP = ("Stop a loop of the model after this many iterations, with an error (the interpreter's "
+              f"bound against loops that never end; default {DEFAULT_MAX_LOOP_ITERATIONS}).")
+
+
 @main.command("run")
 @click.argument("model", type=click.Path(exists=True))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -47,14 +52,16 @@ def ops_cmd(as_json: bool) -> None:
 @click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz file (printed when omitted).")
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
-def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str | None) -> None:
+@click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP)
+def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str | None,
+            max_loop_iterations: int | None) -> None:
     """Run MODEL with the reference interpreter on the arrays in an .npz file."""
     import numpy as np
 
     try:
         prog = converter.load(model)
         feeds = _read_feeds(inputs_path)
-        out = converter.run(prog, feeds, function=function)
+        out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations)
     except ConverterError as e:
         _fail(e)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
@@ -136,7 +143,9 @@ def _read_feeds(path: str) -> dict:
 @click.option("--check", is_flag=True,
               help="Run the source and the written model on the same random inputs; print the largest "
                    "difference per output.")
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool) -> None:
+@click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool,
+                max_loop_iterations: int | None) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
@@ -160,7 +169,8 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
             click.echo(f"note: {note}", err=True)
         click.echo(f"wrote {output_path}")
         if check:
-            diffs = compare(prog, converter.load(output_path), source_file=src, converted_file=output_path)
+            diffs = compare(prog, converter.load(output_path), source_file=src, converted_file=output_path,
+                            max_loop_iterations=max_loop_iterations)
             for name, d in diffs.items():
                 click.echo(f"  {name}: largest difference {d:.3g}")
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
 from dataclasses import dataclass, field
@@ -13,7 +14,7 @@ from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
 from ..ir.types import TensorType, is_static_shape
-from ..limits import MAX_MODEL_FILE_BYTES
+from ..limits import MAX_MODEL_FILE_BYTES, shape_problem
 from .atomic import atomic_write_bytes
 from .blob import BlobReader
 from .files import open_regular
@@ -64,7 +65,10 @@ class ModelFile:
                                   field="blobFileValue.fileName")
             reader = self._readers[blob_path] = BlobReader(blob_path)
         shape = tuple(int(d) for d in t.shape)
-        count = int(np.prod(shape)) if shape else 1
+        why = shape_problem(shape)
+        if why:
+            raise FormatError(f"weight of type {t}: {why}", file=str(self.model_path), field="blobFileValue")
+        count = math.prod(shape)
         return reader.read(offset, expected_dtype=t.dtype.name, expected_count=count).reshape(shape)
 
 

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConverterError, EvaluationError
+from ..limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, size_text
 from .core import Block, Function, Op, Program, Value
 from .opdef import EvalArgs
 from .runtime import ListValue, StateCell
@@ -93,11 +94,22 @@ def lookup_function(program: Program, name: str | None = None) -> Function:
 
 
 class Interpreter:
-    """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own."""
+    """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own.
 
-    def __init__(self, program: Program, *, seed: int = 0) -> None:
+    A model is untrusted, so a run is bounded: a loop stops with an `EvaluationError` after
+    ``max_loop_iterations`` iterations (default `limits.DEFAULT_MAX_LOOP_ITERATIONS`), and an op whose
+    declared output would take more than ``max_tensor_bytes`` (default
+    `limits.DEFAULT_MAX_TENSOR_BYTES`) is refused before it runs. KeyboardInterrupt is never caught:
+    Ctrl-C stops a run between two ops at the latest.
+    """
+
+    def __init__(self, program: Program, *, seed: int = 0, max_loop_iterations: int | None = None,
+                 max_tensor_bytes: int | None = None) -> None:
         self.program = program
         self.seed = seed
+        self.max_loop_iterations = _positive("max_loop_iterations", max_loop_iterations,
+                                             DEFAULT_MAX_LOOP_ITERATIONS)
+        self.max_tensor_bytes = _positive("max_tensor_bytes", max_tensor_bytes, DEFAULT_MAX_TENSOR_BYTES)
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -161,11 +173,21 @@ class Interpreter:
             out.append(x)
         return out
 
+    def _check_output_sizes(self, op: Op) -> None:
+        """Refuse an op whose declared (static) outputs would take more than ``max_tensor_bytes``."""
+        for v in op.outputs:
+            nbytes = static_nbytes(v.type)
+            if nbytes is not None and nbytes > self.max_tensor_bytes:
+                raise EvaluationError(
+                    f"output '{v.name}' of type {v.type} would take {size_text(nbytes)}, more than the "
+                    f"interpreter's limit of {size_text(self.max_tensor_bytes)} per tensor (max_tensor_bytes)")
+
     def _run_op(self, op: Op, env: dict[Value, Any]) -> None:
         opdef = op.opdef
         try:
             if opdef is None:
                 raise EvaluationError("op has no definition")
+            self._check_output_sizes(op)
             results = opdef.evaluate(EvalArgs(opdef, op, env, self))
             if len(results) != len(op.outputs):
                 raise EvaluationError(f"kernel returned {len(results)} values for {len(op.outputs)} outputs")
@@ -197,6 +219,29 @@ class Interpreter:
         return ", ".join(parts) or "none"
 
 
-def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run ``program`` on ``feeds`` ({input name: array}) and return {output name: array}."""
-    return Interpreter(program, seed=seed).run(feeds, function)
+def static_nbytes(t: Type) -> int | None:
+    """The bytes a tensor of type ``t`` takes, when its shape is static (else None)."""
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    n = t.dtype.storage.itemsize
+    for d in t.shape:
+        if not is_static_dim(d):
+            return None
+        n *= int(d)
+    return n
+
+
+def _positive(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise EvaluationError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
+        max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> dict[str, Any]:
+    """Run ``program`` on ``feeds`` ({input name: array}) and return {output name: array} (bounds: see
+    `Interpreter`)."""
+    return Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
+                       max_tensor_bytes=max_tensor_bytes).run(feeds, function)

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import numpy as np
 
 from ..errors import TypeInferenceError, UnsupportedError
+from ..limits import MAX_RANK, shape_problem
 from .types import (
     DType,
     ListType,
@@ -27,6 +28,7 @@ from .types import (
     TupleType,
     Type,
     fresh_symbol,
+    is_static_dim,
 )
 
 if TYPE_CHECKING:
@@ -305,12 +307,23 @@ class OpDef:
         """Check inputs and infer output types, with errors naming the op."""
         self.check_inputs(op, is_const)
         try:
-            return list(self.infer(InferArgs(self, op)))
+            types = list(self.infer(InferArgs(self, op)))
         except TypeInferenceError as e:
             e.with_location(**op.location())
             raise
-        except (ValueError, TypeError, IndexError, KeyError) as e:  # numpy AxisError is a ValueError
+        # numpy AxisError is a ValueError; OverflowError: a size or value out of a dtype's range
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
             raise TypeInferenceError(f"type inference failed: {type(e).__name__}: {e}", **op.location()) from e
+        for i, t in enumerate(types):
+            # sizes computed from parameters (a range of 1e30 elements, tiles of tiles) stay within
+            # what a tensor can be: this is where every frontend's ops get their output types
+            if isinstance(t, TensorType) and t.shape is not None:
+                why = shape_problem([d for d in t.shape if is_static_dim(d)]) if len(t.shape) <= MAX_RANK else \
+                    f"rank {len(t.shape)} is more than the {MAX_RANK} supported"
+                if why:
+                    raise TypeInferenceError(f"output {i} would have shape {[str(d) for d in t.shape]}: {why}",
+                                             **op.location())
+        return types
 
 
 _OPDEF_CLASSES: dict[str, type[OpDef]] = {}

@@ -347,8 +347,13 @@ _param_case("tile_2p62", "tile", [3], "reps", reps=[1 << 62])
 _param_case("tile_1e12", "tile", [3], "reps", reps=[10**12])
 _param_case("upper_triangular_2p62", "upperTriangular", [3, 3], "k", k=-(1 << 62))
 _param_case("concat_nd_axis_2p62", "concatND", [3], "axis", axis=1 << 62)
-_param_case("slice_static_begin_2p62", "sliceStatic", [3], "beginIds", beginIds=[1 << 62], endIds=[1],
-            strides=[1], beginMasks=[False], endMasks=[False])
+
+
+@case("slice_static_int64_bounds", "ok", "sliceStatic with beginIds 2^62 and endIds INT64_MAX (wrapped to 0 and -1)")
+def _slice_int64(d: Path) -> Path:
+    m = one_layer("sliceStatic", x=[3], beginIds=[-(1 << 62)], endIds=[(1 << 63) - 1], strides=[1 << 62],
+                  beginMasks=[False], endMasks=[False])
+    return write_model(d / "x.mlmodel", m)
 _param_case("embedding_nd_vocab_2p62", "embeddingND", [3], "vocabSize", vocabSize=1 << 62, embeddingSize=2)
 _param_case("conv_kernel_2p62", "convolution", [1, 1, 4, 4], "kernelSize", kernelSize=[1 << 62, 1],
             outputChannels=1, kernelChannels=1)
@@ -400,28 +405,45 @@ def _huge_const_nn(d: Path) -> Path:
     return write_model(d / "x.mlmodel", nn_model([lay], {"x": [1]}, {"y": None}))
 
 
-def _nested_loops(depth: int) -> Model_pb2.Model:
-    body = NeuralNetwork_pb2.NeuralNetwork()
-    body.layers.add().CopyFrom(layer("inner", "activation", ["x"], ["x_out"]))
-    body.layers[0].activation.ReLU.SetInParent()
+def _field(number: int, payload: bytes) -> bytes:
+    """A length-delimited protobuf field (built by hand: protobuf's own API refuses messages nested
+    deeper than it parses)."""
+    from tests.hostile.mutate import encode_varint
+
+    return encode_varint(number << 3 | 2) + encode_varint(len(payload)) + payload
+
+
+def _nested_loops(depth: int) -> bytes:
+    """A model whose layer is a loop (one iteration) holding a loop ... ``depth`` deep, around a relu."""
+    fields = {d.name: d.number for d in Layer.DESCRIPTOR.fields}
+    inner = layer("inner", "activation", ["x"], ["x"])
+    inner.activation.ReLU.SetInParent()
+    body = inner.SerializeToString()
     for i in range(depth):
-        lay = layer(f"loop{i}", "loop", [], [], maxLoopIterations=1)
-        lay.loop.bodyNetwork.CopyFrom(body)
-        body = NeuralNetwork_pb2.NeuralNetwork()
-        body.layers.add().CopyFrom(lay)
+        params = NeuralNetwork_pb2.LoopLayerParams(maxLoopIterations=1).SerializeToString()
+        params += _field(NeuralNetwork_pb2.LoopLayerParams.DESCRIPTOR.fields_by_name["bodyNetwork"].number,
+                         _field(NeuralNetwork_pb2.NeuralNetwork.DESCRIPTOR.fields_by_name["layers"].number, body))
+        body = _field(fields["name"], f"loop{i}".encode()) + _field(fields["loop"], params)
     m = nn_model([], {"x": [3]}, {"x": None})
-    m.neuralNetwork.layers.extend(body.layers)
-    return m
+    network = _field(NeuralNetwork_pb2.NeuralNetwork.DESCRIPTOR.fields_by_name["layers"].number, body)
+    network += NeuralNetwork_pb2.NeuralNetwork(arrayInputShapeMapping=NeuralNetwork_pb2.EXACT_ARRAY_MAPPING
+                                               ).SerializeToString()
+    m.ClearField("neuralNetwork")
+    return m.SerializeToString() + _field(Model_pb2.Model.DESCRIPTOR.fields_by_name["neuralNetwork"].number, network)
 
 
-@case("loops_nested_400", "error", "loop layers nested 400 deep: RecursionError", "nested")
+@case("loops_nested_400", "error", "loop layers nested 400 deep: RecursionError", "protobuf decoding failed")
 def _loops_400(d: Path) -> Path:
-    return write_model(d / "x.mlmodel", _nested_loops(400))
+    p = d / "x.mlmodel"
+    p.write_bytes(_nested_loops(400))
+    return p
 
 
-@case("loops_nested_90", "error", "loop layers nested 90 deep (protobuf parses it): RecursionError", "nested")
-def _loops_90(d: Path) -> Path:
-    return write_model(d / "x.mlmodel", _nested_loops(90))
+@case("loops_nested_30", "ok", "loop layers nested 30 deep (as deep as protobuf parses)")
+def _loops_30(d: Path) -> Path:
+    p = d / "x.mlmodel"
+    p.write_bytes(_nested_loops(30))
+    return p
 
 
 @case("loop_2p62_iterations", "error", "a loop layer of 2^62 iterations with no condition network: endless --check",
@@ -560,6 +582,23 @@ def _mil_blob_offset(d: Path) -> Path:
                     v.blobFileValue.offset = (1 << 63) - 1
 
     return mil_package(d, edit, program=program)
+
+
+@case("mil_cond_nested_30", "ok", "cond ops nested 30 deep (protobuf parses about 40)")
+def _mil_nested(d: Path) -> Path:
+    def program() -> object:
+        from converter.ir.builder import new_program
+        from converter.ir.types import tensor
+
+        def nest(b, x, depth):  # noqa: ANN001
+            if depth == 0:
+                return [b.relu(x=x)]
+            pred = b.const(np.bool_(True))
+            return list(b.cond(pred, lambda t: nest(t, x, depth - 1), lambda f: [f.identity(x=x)]))
+
+        return new_program({"x": tensor("fp32", [3])}, lambda b, x: [b.identity(x=nest(b, x, 30)[0], name="y")])
+
+    return mil_package(d, program=program)
 
 
 # -- by hand ----------------------------------------------------------------------------------------
