@@ -29,9 +29,12 @@ MAX_PARAMETER = (1 << 31) - 1
 #: (100 nested messages) allows about 30 levels.
 MAX_NESTING = 100
 
-#: The interpreter's default bound on the iterations of one loop (a while_loop whose condition never
-#: turns false would otherwise never end); callers raise it with ``max_loop_iterations``.
-DEFAULT_MAX_LOOP_ITERATIONS = 100_000
+#: The interpreter's default bound on loop iterations in one run, all loops together (a while_loop
+#: whose condition never turns false would otherwise never end, and nested loops multiply); callers
+#: raise it with ``max_loop_iterations``. The shared real models' loops run at most 16 iterations
+#: (recurrent layers: one per sequence step); a large loop body takes about 0.5 ms per iteration
+#: in the interpreter, so the default also bounds the time a runaway loop takes to about 5 s.
+DEFAULT_MAX_LOOP_ITERATIONS = 10_000
 #: The interpreter's default bound on the bytes of one tensor it is asked to make (``--check`` of a
 #: model whose declared sizes would exhaust memory); callers raise it with ``max_tensor_bytes``.
 DEFAULT_MAX_TENSOR_BYTES = 4 << 30

@@ -1,7 +1,7 @@
 """Fuzz the model readers with seeded mutants of the shared models (tests/hostile/mutate.py).
 
 Every mutant goes through what ``converter convert --check`` does (load, save, load the output, run
-both on random inputs) in a child process limited to 5 s and 1 GiB (tests/hostile/harness.py). It
+both on random inputs) in a child process limited to 10 s and 1 GiB (tests/hostile/harness.py). It
 must end in success or a converter error; a crash (any other exception), a hang, a child that dies
 or an error that says memory ran out is a finding, printed with its seed and mutations and, with
 --save, written to a folder. Replay one with ``--replay SEED``.
@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import shutil
 import sys
 import tempfile
 import time
@@ -21,12 +22,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.hostile.harness import Harness, memory_words  # noqa: E402
+from tests.hostile.harness import FUZZ_TIME_LIMIT, Harness, problems  # noqa: E402
 from tests.hostile.mutate import make_mutant, sources  # noqa: E402
-
-
-def is_finding(outcome: str, message: str) -> bool:
-    return outcome not in ("ok", "error") or bool(memory_words(message))
 
 
 def main() -> int:
@@ -51,22 +48,22 @@ def main() -> int:
             folder = Path(tmp) / str(seed)
             folder.mkdir()
             path = m.write(folder)
-            r = h.library(path)
+            r = h.library(path, time_limit=FUZZ_TIME_LIMIT)
             key = r.outcome if r.outcome != "error" else f"error at {r.step}: {r.error_type}"
             counts[key] += 1
             if args.replay is not None:
                 print(m.describe())
                 print("  ", r.describe())
-            if is_finding(r.outcome, r.message):
+            if problems(r):
                 findings.append((m.describe(), r.describe()))
                 print(f"FINDING {m.describe()}\n    {r.describe()[:2000]}", flush=True)
                 if args.save is not None:
                     dst = args.save / str(seed)
                     dst.mkdir(parents=True, exist_ok=True)
                     m.write(dst)
-            import shutil
-
             shutil.rmtree(folder, ignore_errors=True)
+            if n % 1000 == 999:
+                print(f"... {n + 1} mutants (seeds {args.start}..{seed}), {len(findings)} findings", flush=True)
     total = sum(counts.values())
     print(f"{total} mutants, {len(findings)} findings")
     for k, v in counts.most_common():

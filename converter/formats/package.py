@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,7 +35,7 @@ from typing import Any
 
 from converter.errors import FormatError
 from converter.formats.atomic import atomic_write_bytes, fsync_tree, replace_path, temp_name_beside
-from converter.formats.files import open_regular
+from converter.formats.files import file_kind, open_regular
 from converter.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS, MAX_MODEL_FILE_BYTES
 
 __all__ = [
@@ -238,8 +239,10 @@ def _read_package(given: Path) -> MLPackage:
     root_id = manifest.get("rootModelIdentifier")
     if not isinstance(root_id, str) or root_id not in items:
         raise error(f"rootModelIdentifier {root_id!r} names no item of itemInfoEntries", "rootModelIdentifier")
-    if not items[root_id].location.is_file():
-        raise error(f"root model item {items[root_id].path!r} is not a file", "rootModelIdentifier")
+    root_mode = os.stat(items[root_id].location).st_mode
+    if not stat.S_ISREG(root_mode):
+        raise error(f"root model item {items[root_id].path!r} is not a regular file: it is {file_kind(root_mode)}",
+                    "rootModelIdentifier")
     return MLPackage(root, manifest_path, version, items, root_id)
 
 

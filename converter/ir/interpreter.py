@@ -96,11 +96,12 @@ def lookup_function(program: Program, name: str | None = None) -> Function:
 class Interpreter:
     """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own.
 
-    A model is untrusted, so a run is bounded: a loop stops with an `EvaluationError` after
-    ``max_loop_iterations`` iterations (default `limits.DEFAULT_MAX_LOOP_ITERATIONS`), and an op whose
-    declared output would take more than ``max_tensor_bytes`` (default
-    `limits.DEFAULT_MAX_TENSOR_BYTES`) is refused before it runs. KeyboardInterrupt is never caught:
-    Ctrl-C stops a run between two ops at the latest.
+    A model is untrusted, so a run is bounded: loops stop with an `EvaluationError` after
+    ``max_loop_iterations`` iterations, all loops of one run together (nested loops count every inner
+    iteration, so two nested loops cannot multiply their way past the bound; default
+    `limits.DEFAULT_MAX_LOOP_ITERATIONS`), and an op whose declared output would take more than
+    ``max_tensor_bytes`` (default `limits.DEFAULT_MAX_TENSOR_BYTES`) is refused before it runs.
+    KeyboardInterrupt is never caught: Ctrl-C stops a run between two ops at the latest.
     """
 
     def __init__(self, program: Program, *, seed: int = 0, max_loop_iterations: int | None = None,
@@ -110,10 +111,13 @@ class Interpreter:
         self.max_loop_iterations = _positive("max_loop_iterations", max_loop_iterations,
                                              DEFAULT_MAX_LOOP_ITERATIONS)
         self.max_tensor_bytes = _positive("max_tensor_bytes", max_tensor_bytes, DEFAULT_MAX_TENSOR_BYTES)
+        self.loop_iterations = 0  # in the current run
+        self._sizes_checked: set[Op] = set()
 
     # -- public ----------------------------------------------------------------------------------
 
     def run(self, feeds: Mapping[str, Any], function: str | None = None) -> dict[str, Any]:
+        self.loop_iterations = 0
         fn = lookup_function(self.program, function)
         args = self._bind_inputs(fn, feeds)
         outs = self.run_block(fn.block, args, {})
@@ -132,6 +136,16 @@ class Interpreter:
     def run_op(self, op: Op, env: dict[Value, Any]) -> None:
         """Evaluate one op, reading its inputs from and writing its outputs to ``env``."""
         self._run_op(op, env)
+
+    def count_loop_iteration(self) -> None:
+        """Called by loop kernels before each iteration; raises once the run's loops have taken
+        ``max_loop_iterations`` iterations."""
+        self.loop_iterations += 1
+        if self.loop_iterations > self.max_loop_iterations:
+            raise EvaluationError(
+                f"loops did not finish within {self.max_loop_iterations} iterations (all loops of the run together), "
+                "the interpreter's limit: raise it with max_loop_iterations=... (converter.run) or "
+                "--max-loop-iterations (command line)")
 
     def rng(self, op: Op, seed: int | None) -> np.random.Generator:
         if seed is not None and int(seed) >= 0:
@@ -174,13 +188,17 @@ class Interpreter:
         return out
 
     def _check_output_sizes(self, op: Op) -> None:
-        """Refuse an op whose declared (static) outputs would take more than ``max_tensor_bytes``."""
+        """Refuse an op whose declared (static) outputs would take more than ``max_tensor_bytes``
+        (checked once per op: types do not change while a program runs)."""
+        if op in self._sizes_checked:
+            return
         for v in op.outputs:
             nbytes = static_nbytes(v.type)
             if nbytes is not None and nbytes > self.max_tensor_bytes:
                 raise EvaluationError(
                     f"output '{v.name}' of type {v.type} would take {size_text(nbytes)}, more than the "
                     f"interpreter's limit of {size_text(self.max_tensor_bytes)} per tensor (max_tensor_bytes)")
+        self._sizes_checked.add(op)
 
     def _run_op(self, op: Op, env: dict[Value, Any]) -> None:
         opdef = op.opdef

@@ -240,6 +240,14 @@ def _zero_tail(d: Path) -> Path:
     return p
 
 
+@case("varint_spam_16mb", "error", "8 million copies of specificationVersion (16 MB of tiny fields): 10 s to walk",
+      "model type")
+def _varint_spam(d: Path) -> Path:
+    p = d / "x.mlmodel"
+    p.write_bytes(b"\x08\x04" * (8 << 20))
+    return p
+
+
 @case("empty_file", "error", "an empty .mlmodel", "not a Core ML model")
 def _empty(d: Path) -> Path:
     p = d / "x.mlmodel"
@@ -309,7 +317,7 @@ def _range_huge(d: Path) -> Path:
 
 
 @case("pipeline_dict_input", "error", "a pipeline with a dictionary input: AttributeError (DictType .shape)",
-      "dictionary")
+      "declared as a multiArray")
 def _pipeline_dict(d: Path) -> Path:
     inner = _relu(nn_model([layer("L", "activation", ["x"], ["y"])], {"x": [3]}, {"y": [3]}, spec=1, nd=False))
     m = Model_pb2.Model(specificationVersion=4)
@@ -320,7 +328,7 @@ def _pipeline_dict(d: Path) -> Path:
     return write_model(d / "x.mlmodel", m)
 
 
-@case("dict_input", "error", "a neural network with a dictionary input", "dictionary")
+@case("dict_input", "error", "a neural network with a dictionary input", "must be a tensor, got dict")
 def _dict_input(d: Path) -> Path:
     m = _relu(one_layer("activation", x=[3], y=[3]))
     m.description.input[0].type.Clear()
@@ -456,7 +464,7 @@ def _loop_forever(d: Path) -> Path:
     return write_model(d / "x.mlmodel", nn_model([lay], {"x": [3]}, {"x": None}))
 
 
-@case("pipeline_nested_deep", "error", "pipelines nested 90 deep", "nested")
+@case("pipeline_nested_deep", "error", "pipelines nested 90 deep", "protobuf decoding failed")
 def _pipeline_deep(d: Path) -> Path:
     m = _relu(one_layer("activation", x=[3], y=[3]))
     for _ in range(90):
@@ -526,7 +534,8 @@ def _mil_input_rank100(d: Path) -> Path:
     return mil_package(d, edit)
 
 
-@case("mil_const_huge_shape", "error", "a MIL const of shape [2^62, 0] (no elements, absurd dims)", "shape")
+@case("mil_const_huge_shape", "error", "a MIL const of shape [2^62, 0] (no elements, absurd dims)",
+      "dimension")
 def _mil_huge_shape(d: Path) -> Path:
     def program() -> object:
         from converter.ir.builder import new_program
@@ -562,6 +571,29 @@ def _mil_while_true(d: Path) -> Path:
             return [b.relu(x=out, name="y")]
 
         return new_program({"x": tensor("fp32", [3])}, body)
+
+    return mil_package(d, program=program)
+
+
+@case("mil_nested_while_1e3_x_1e3", "error",
+      "two nested while_loops of 1,000 iterations each (a million in all: each loop under a per-loop bound)",
+      "iterations")
+def _mil_nested_while(d: Path) -> Path:
+    def program() -> object:
+        from converter.ir.builder import new_program
+        from converter.ir.types import tensor
+
+        def count_to(b, n, x, body):  # noqa: ANN001 - (i, x) -> (i + 1, body(x)) while i < n
+            def step(bb, i, v):  # noqa: ANN001
+                return [bb.add(x=i, y=np.int32(1)), body(bb, v)]
+
+            return b.while_loop([b.const(np.int32(0)), x], lambda cb, i, v: cb.less(x=i, y=np.int32(n)), step)[1]
+
+        def outer_body(b, x):  # noqa: ANN001
+            return count_to(b, 1000, x, lambda bb, v: bb.relu(x=v))
+
+        return new_program({"x": tensor("fp32", [3])},
+                           lambda b, x: [b.relu(x=count_to(b, 1000, x, outer_body), name="y")])
 
     return mil_package(d, program=program)
 

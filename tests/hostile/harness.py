@@ -20,6 +20,7 @@ import json
 import os
 import resource
 import select
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,9 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[2]
 TIME_LIMIT = 5.0  # seconds per job
+# Fuzzing: a mutant of a real model whose loop no longer ends runs to the interpreter's bound on
+# loop iterations, which takes up to about 5 s for the largest loop bodies: a hang is twice that.
+FUZZ_TIME_LIMIT = 10.0
 MEMORY_LIMIT = 1 << 30  # bytes of peak resident memory per job
 # Messages that mean an allocation was attempted and refused (by the address-space limit): the
 # input still asked for unbounded memory, even if a catch-all turned it into a converter error.
@@ -186,6 +190,7 @@ def serve() -> None:
     """The server loop: one JSON job per stdin line, one JSON result per stdout line."""
     import cli  # noqa: F401 - imported once, before any fork
     import converter  # noqa: F401
+    import converter.backends.mil  # noqa: F401
     import converter.check  # noqa: F401
     import converter.frontends.mil  # noqa: F401
     import converter.frontends.neuralnetwork  # noqa: F401
@@ -227,6 +232,7 @@ class Harness:
             self.proc.stdin.write(json.dumps(job) + "\n")
             self.proc.stdin.flush()
             line = self.proc.stdout.readline()
+            shutil.rmtree(out, ignore_errors=True)  # outputs are not kept: thousands of jobs may run
             if not line:
                 raise RuntimeError("the harness server died")
             return Result(**json.loads(line))
@@ -252,6 +258,32 @@ class Harness:
 
 def memory_words(text: str) -> list[str]:
     return [w for w in MEMORY_WORDS if w in text]
+
+
+def problems(r: Result, *, expect: str = "either") -> list[str]:
+    """What is wrong with a job's result: not ending in success or a converter error (``expect``:
+    "ok", "error" or "either"), a hang, more than 1 GiB, a memory error in disguise; for the CLI,
+    more than one error line, or a traceback. Empty when all is well."""
+    out = []
+    if r.outcome in ("hang", "died", "crash"):
+        out.append(r.outcome)
+    elif expect != "either" and r.outcome != expect:
+        out.append(f"expected {expect}")
+    if r.peak_bytes > MEMORY_LIMIT:
+        out.append(f"peak memory {r.peak_bytes / 2**20:.0f} MiB")
+    if memory_words(r.message + r.stderr):
+        out.append("an allocation was refused (the input asked for unbounded memory)")
+    if r.exit_code is not None:  # the CLI
+        if r.outcome == "error" and r.exit_code != 2:
+            out.append(f"exit {r.exit_code}, not 2")
+        lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("note: ")]
+        if r.outcome == "error" and (len(lines) != 1 or not lines[0].startswith("error: ")):
+            out.append("stderr is not one 'error: ...' line (besides notes)")
+        if "Traceback" in r.stderr:
+            out.append("a traceback")
+    elif r.outcome == "error" and "\n" in r.message.strip():
+        out.append("a multi-line error message")
+    return out
 
 
 if __name__ == "__main__":

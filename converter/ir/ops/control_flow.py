@@ -6,8 +6,6 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import EvaluationError
-from ...limits import DEFAULT_MAX_LOOP_ITERATIONS
 from ..opdef import EvalArgs, InferArgs, OpDef, register
 from ..runtime import ListValue
 from ..types import ListType, TensorType, Type, fresh_symbol, is_static_dim, type_of_array
@@ -130,15 +128,11 @@ class WhileLoop(OpDef):
         return out
 
     def evaluate(self, a: EvalArgs) -> list[Any]:
-        # bounded: an untrusted model's loop may never end (the interpreter's max_loop_iterations)
-        limit = getattr(a.interpreter, "max_loop_iterations", DEFAULT_MAX_LOOP_ITERATIONS)
         cond, body = a.op.blocks
         values = list(a["loop_vars"])
-        for _ in range(limit):
+        while True:
             keep_going = a.run_block(cond, values)[0]
             if not bool(np.asarray(keep_going).reshape(-1)[0]):
                 return values
+            a.interpreter.count_loop_iteration()  # bounded: an untrusted model's loop may never end
             values = a.run_block(body, values)
-        raise EvaluationError(
-            f"loop did not finish within {limit} iterations, the interpreter's limit (raise it with "
-            "max_loop_iterations=... in converter.run, or --max-loop-iterations on the command line)")
