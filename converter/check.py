@@ -90,10 +90,17 @@ def difference(a: Any, b: Any) -> float:
         return 0.0 if np.array_equal(x, y) else float("inf")
     if x.size == 0:
         return 0.0
-    xf, yf = x.astype(np.float64), y.astype(np.float64)
-    both_nan = np.isnan(xf) & np.isnan(yf)
-    diff = np.where(both_nan | (xf == yf), 0.0, np.abs(xf - yf))
-    return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff)))
+    xs, ys = x.reshape(-1), y.reshape(-1)
+    worst = 0.0
+    for start in range(0, xs.size, _CHUNK):  # in chunks: float64 copies of a whole large output add up
+        xf, yf = xs[start:start + _CHUNK].astype(np.float64), ys[start:start + _CHUNK].astype(np.float64)
+        both_nan = np.isnan(xf) & np.isnan(yf)
+        diff = np.where(both_nan | (xf == yf), 0.0, np.abs(xf - yf))
+        worst = max(worst, float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))))
+    return worst
+
+
+_CHUNK = 1 << 20
 
 
 def compare(source: Program, converted: Program, *, seed: int = 0, source_file: str | None = None,

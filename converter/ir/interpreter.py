@@ -113,6 +113,7 @@ class Interpreter:
         self.max_tensor_bytes = _positive("max_tensor_bytes", max_tensor_bytes, DEFAULT_MAX_TENSOR_BYTES)
         self.loop_iterations = 0  # in the current run
         self._sizes_checked: set[Op] = set()
+        self._releases: dict[Block, dict[int, list[Value]]] = {}
 
     # -- public ----------------------------------------------------------------------------------
 
@@ -129,8 +130,13 @@ class Interpreter:
             raise EvaluationError(f"block expects {len(block.inputs)} inputs, got {len(inputs)}")
         for v, x in zip(block.inputs, inputs):
             env[v] = x
-        for op in block.ops:
+        release = self._releases.get(block)
+        if release is None:
+            release = self._releases[block] = _release_plan(block)
+        for i, op in enumerate(block.ops):
             self._run_op(op, env)
+            for v in release.get(i, ()):
+                env.pop(v, None)
         return [env[v] for v in block.outputs]
 
     def run_op(self, op: Op, env: dict[Value, Any]) -> None:
@@ -235,6 +241,33 @@ class Interpreter:
             shown = ", ".join(describe_runtime(env[v]) if v in env else "?" for v in vals)
             parts.append(f"{key}={shown}")
         return ", ".join(parts) or "none"
+
+
+def _release_plan(block: Block) -> dict[int, list[Value]]:
+    """{op index: values of ``block`` no op after it reads}: what a run of the block can drop after
+    each op, so that it holds only live values (a run of a large model otherwise keeps every
+    intermediate tensor until the end). A value read inside a nested block counts as read by the
+    op of ``block`` that owns the nested block; block outputs and anything read from elsewhere
+    stay."""
+    position = {op: i for i, op in enumerate(block.ops)}
+    plan: dict[int, list[Value]] = {}
+    for i, op in enumerate(block.ops):
+        for v in op.outputs:
+            last: int | None = i
+            for use in v.uses:
+                if isinstance(use.user, Block):  # an output of this block, or of a nested one
+                    user = None if use.user is block else use.user.parent_op
+                else:
+                    user = use.user
+                while user is not None and user.block is not block:
+                    user = user.block.parent_op if user.block is not None else None
+                if user is None:  # a block output, or a use outside this block: keep it
+                    last = None
+                    break
+                last = max(last, position[user])
+            if last is not None:
+                plan.setdefault(last, []).append(v)
+    return plan
 
 
 def static_nbytes(t: Type) -> int | None:

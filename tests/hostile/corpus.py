@@ -372,6 +372,23 @@ _param_case("conv_kernel_2p62", "convolution", [1, 1, 4, 4], "kernelSize", befor
             outputChannels=1, kernelChannels=1)
 
 
+@case("lrn_window_2p31", "ok", "lrn with localSize 2^31 - 1 over 3 channels: looped 2^31 times (a hang)",
+      before="hang")
+def _lrn_window(d: Path) -> Path:
+    return write_model(d / "x.mlmodel", one_layer("lrn", x=[1, 3, 4, 4], localSize=(1 << 31) - 1, alpha=1e-4,
+                                                  beta=0.75, k=1.0))
+
+
+@case("pooling_window_1e4", "ok",
+      "average pooling, 10^4 x 10^4 window padded by 10^4 over a 4 x 4 input: MemoryError for a 4.5 GiB padded "
+      "copy (then a loop of 10^8 taps)", before="memory")
+def _pool_window(d: Path) -> Path:
+    m = one_layer("pooling", x=[1, 3, 4, 4], type=NeuralNetwork_pb2.PoolingLayerParams.AVERAGE,
+                  kernelSize=[10_000, 10_000], stride=[10_000, 10_000])
+    m.neuralNetwork.layers[0].pooling.includeLastPixel.paddingAmounts.extend([10_000, 10_000])
+    return write_model(d / "x.mlmodel", m)
+
+
 @case("inner_product_overflowing_channels", "error",
       "innerProduct with inputChannels = outputChannels = 2^32 and no weights (their product wraps to 0 in int64)",
       "Channels")

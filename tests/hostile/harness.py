@@ -281,8 +281,8 @@ def problems(r: Result, *, expect: str = "either") -> list[str]:
             out.append("stderr is not one 'error: ...' line (besides notes)")
         if "Traceback" in r.stderr:
             out.append("a traceback")
-    elif r.outcome == "error" and "\n" in r.message.strip():
-        out.append("a multi-line error message")
+    # (a model's names may hold newlines, and the library's messages quote them as they are: how they
+    # reach a terminal is the CLI's concern, another item of issue 7)
     return out
 
 

@@ -180,3 +180,68 @@ def test_manifest_with_more_items_than_a_package_can_list(tmp_path):
     pkg = package(tmp_path, tiny_model().SerializeToString(), manifest=body.encode())
     with pytest.raises(FormatError, match="10001 items, more than the 10000"):
         converter.load(pkg)
+
+
+# -- windows larger than the data ------------------------------------------------------------------
+
+
+def test_lrn_window_wider_than_the_channels():
+    """A window covering every channel for every channel (size >= 2 C): the spec's formula
+    y = x / (k + alpha / size * sum over all channels of x^2) ^ beta, for a size that looped a
+    million times before."""
+    size, alpha, beta, k = 10**6, 1e-2, 0.75, 2.0
+    x = np.random.default_rng(0).standard_normal((1, 3, 2, 2)).astype(np.float32)
+    prog = new_program({"x": tensor("fp32", [1, 3, 2, 2])}, lambda b, v: [b.local_response_norm(
+        x=v, size=np.int32(size), alpha=np.float32(alpha), beta=np.float32(beta), k=np.float32(k), name="y")])
+    start = time.monotonic()
+    got = converter.run(prog, {"x": x})["y"]
+    assert time.monotonic() - start < 0.5
+    want = x / (k + alpha / size * (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)) ** beta
+    np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+# -- pooling windows larger than the output ----------------------------------------------------------
+
+# A window with more taps than there are output positions is reduced once per output position (a
+# crafted 1000 x 1000 kernel over a padded 4 x 4 input looped a million times, 13 s; 10^4 x 10^4
+# would have taken hours). x shape, MIL params; every case here takes that path. Oracle: onnxruntime.
+_BIG_WINDOWS = [
+    ((1, 2, 5, 6), {"kernel_sizes": [5, 6], "pad_type": "valid"}),  # global
+    ((1, 2, 4, 5), {"kernel_sizes": [6, 5], "strides": [4, 5], "pad_type": "custom", "pad": [2, 2, 1, 1]}),
+    ((1, 2, 7, 7), {"kernel_sizes": [5, 5], "strides": [3, 3], "pad_type": "custom", "pad": [2, 2, 2, 2],
+                    "ceil_mode": True}),
+    ((2, 1, 6), {"kernel_sizes": [5], "strides": [4], "pad_type": "custom", "pad": [2, 1]}),
+    ((1, 2, 3, 4, 5), {"kernel_sizes": [3, 4, 5], "strides": [3, 4, 5], "pad_type": "same"}),
+]
+
+
+def _big_window_cases():
+    for i, (shape, params) in enumerate(_BIG_WINDOWS):
+        for op in ("max_pool", "avg_pool", "l2_pool"):
+            if op == "l2_pool" and len(shape) > 4:
+                continue  # l2_pool is 1-d and 2-d only
+            for exclude in ((False, True) if op == "avg_pool" else (None,)):
+                yield pytest.param(op, shape, params, exclude, id=f"{op}-case{i}-exclude={exclude}")
+
+
+@pytest.mark.parametrize("op, shape, params, exclude", list(_big_window_cases()))
+def test_pooling_windows_larger_than_the_output_vs_onnxruntime(op, shape, params, exclude):
+    from tests.ops.harness import assert_close, run_op
+    from tests.ops.test_oracle_pool import _ONNX_OP, _onnx_attrs
+    from tests.oracles.onnx_oracle import run_onnx_node
+
+    x = np.random.default_rng(len(shape)).standard_normal(shape).astype(np.float32)
+    full = dict(params, exclude_padding_from_average=exclude) if exclude is not None else params
+    got = run_op(op, {"x": x}, full)[0]
+    want = run_onnx_node(_ONNX_OP[op], {"x": x}, _onnx_attrs(op, params, exclude, x.ndim - 2))[0]
+    assert_close(got, want, rtol=1e-5, atol=1e-6, what=op)
+
+
+def test_huge_pooling_window_is_fast(tmp_path):
+    prog = new_program({"x": tensor("fp32", [1, 1, 4, 4])}, lambda b, x: [b.max_pool(
+        x=x, kernel_sizes=[20000, 20000], strides=[20000, 20000], pad_type="custom", pad=[10000, 9996, 10000, 9996],
+        name="y")])
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    start = time.monotonic()
+    y = converter.run(prog, {"x": x})["y"]
+    assert time.monotonic() - start < 1 and y.shape == (1, 1, 1, 1) and y.item() == 15.0

@@ -103,6 +103,9 @@ class Window:
         k = self.effective(i)
         return is_static_dim(k) and sum(self.custom_pad[i]) == int(k) - 1
 
+    def out_sizes(self, in_sizes: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(self.out_size(i, n) for i, n in enumerate(in_sizes))
+
     def padded(self, x: np.ndarray, fill: float) -> tuple[np.ndarray, tuple[int, ...]]:
         """``x`` padded with ``fill`` so every output window is in range, and the output sizes.
 
