@@ -9,7 +9,7 @@ import click
 
 import converter
 from converter.errors import ConverterError
-from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS
+from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
 
 
 def _fail(e: ConverterError) -> None:
@@ -41,8 +41,14 @@ def ops_cmd(as_json: bool) -> None:
     click.echo(f"{len(rows)} ops")
 
 
-_LOOP_HELP = ("Stop a loop of the model after this many iterations, with an error (the interpreter's "
+_LOOP_HELP = ("Stop the model's loops after this many iterations in all, with an error (the interpreter's "
               f"bound against loops that never end; default {DEFAULT_MAX_LOOP_ITERATIONS}).")
+_TENSOR_HELP = ("Refuse to make a tensor larger than this many MiB, with an error (the interpreter's bound "
+                f"against models whose sizes would exhaust memory; default {DEFAULT_MAX_TENSOR_BYTES >> 20}).")
+
+
+def _mib(n: int | None) -> int | None:
+    return None if n is None else n << 20
 
 
 @main.command("run")
@@ -53,15 +59,17 @@ _LOOP_HELP = ("Stop a loop of the model after this many iterations, with an erro
               help="Write the outputs to this .npz file (printed when omitted).")
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP)
+@click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP)
 def run_cmd(model: str, inputs_path: str, output_path: str | None, function: str | None,
-            max_loop_iterations: int | None) -> None:
+            max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
     """Run MODEL with the reference interpreter on the arrays in an .npz file."""
     import numpy as np
 
     try:
         prog = converter.load(model)
         feeds = _read_feeds(inputs_path)
-        out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations)
+        out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations,
+                            max_tensor_bytes=_mib(max_tensor_mib))
     except ConverterError as e:
         _fail(e)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
@@ -144,8 +152,9 @@ def _read_feeds(path: str) -> dict:
               help="Run the source and the written model on the same random inputs; print the largest "
                    "difference per output.")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
+@click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool,
-                max_loop_iterations: int | None) -> None:
+                max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
@@ -170,7 +179,7 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
         click.echo(f"wrote {output_path}")
         if check:
             diffs = compare(prog, converter.load(output_path), source_file=src, converted_file=output_path,
-                            max_loop_iterations=max_loop_iterations)
+                            max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
             for name, d in diffs.items():
                 click.echo(f"  {name}: largest difference {d:.3g}")
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")

@@ -82,5 +82,5 @@ def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = No
     fn = lookup_function(program, function)
     interpreter = Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
                               max_tensor_bytes=max_tensor_bytes)
-    out = interpreter.run(adapt_feeds(fn, feeds), fn.name)
+    out = interpreter.run(adapt_feeds(fn, feeds, max_tensor_bytes=max_tensor_bytes), fn.name)
     return adapt_outputs(fn, out)

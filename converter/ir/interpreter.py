@@ -134,13 +134,16 @@ class Interpreter:
         if release is None:
             release = self._releases[block] = _release_plan(block)
         for i, op in enumerate(block.ops):
+            if op not in self._sizes_checked:
+                self._check_output_sizes(op)
             self._run_op(op, env)
             for v in release.get(i, ()):
                 env.pop(v, None)
         return [env[v] for v in block.outputs]
 
     def run_op(self, op: Op, env: dict[Value, Any]) -> None:
-        """Evaluate one op, reading its inputs from and writing its outputs to ``env``."""
+        """Evaluate one op, reading its inputs from and writing its outputs to ``env`` (not bounded
+        by ``max_tensor_bytes``: a backend decompressing a weight the file holds uses this)."""
         self._run_op(op, env)
 
     def count_loop_iteration(self) -> None:
@@ -194,16 +197,15 @@ class Interpreter:
         return out
 
     def _check_output_sizes(self, op: Op) -> None:
-        """Refuse an op whose declared (static) outputs would take more than ``max_tensor_bytes``
-        (checked once per op: types do not change while a program runs)."""
-        if op in self._sizes_checked:
-            return
+        """Refuse an op of a run whose declared (static) outputs would take more than
+        ``max_tensor_bytes`` (checked once per op: types do not change while a program runs)."""
         for v in op.outputs:
             nbytes = static_nbytes(v.type)
             if nbytes is not None and nbytes > self.max_tensor_bytes:
                 raise EvaluationError(
                     f"output '{v.name}' of type {v.type} would take {size_text(nbytes)}, more than the "
-                    f"interpreter's limit of {size_text(self.max_tensor_bytes)} per tensor (max_tensor_bytes)")
+                    f"interpreter's limit of {size_text(self.max_tensor_bytes)} per tensor (raise it with "
+                    "max_tensor_bytes=... or --max-tensor-mib)", **op.location())
         self._sizes_checked.add(op)
 
     def _run_op(self, op: Op, env: dict[Value, Any]) -> None:
@@ -211,7 +213,6 @@ class Interpreter:
         try:
             if opdef is None:
                 raise EvaluationError("op has no definition")
-            self._check_output_sizes(op)
             results = opdef.evaluate(EvalArgs(opdef, op, env, self))
             if len(results) != len(op.outputs):
                 raise EvaluationError(f"kernel returned {len(results)} values for {len(op.outputs)} outputs")

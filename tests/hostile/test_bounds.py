@@ -143,6 +143,18 @@ def test_tensor_byte_bound_refuses_an_op_before_it_runs():
         converter.run(prog, {"x": x}, max_tensor_bytes=1000)
 
 
+def test_cli_takes_the_tensor_bound(tmp_path):
+    prog = new_program({"x": tensor("fp32", [8])}, lambda b, x: [b.tile(x=x, reps=[1 << 17], name="y")])  # 4 MiB
+    model = converter.save(prog, tmp_path / "m.mlpackage")
+    feeds = tmp_path / "x.npz"
+    np.savez(feeds, x=np.zeros(8, np.float32))
+    result = CliRunner().invoke(cli.main, ["run", str(model), "--inputs", str(feeds), "--max-tensor-mib", "3"])
+    assert result.exit_code == 2 and result.stderr.startswith("error: ") and "4.0 MiB" in result.stderr, result.output
+    result = CliRunner().invoke(cli.main, ["run", str(model), "--inputs", str(feeds), "--max-tensor-mib", "4",
+                                           "-o", str(tmp_path / "y.npz")])
+    assert result.exit_code == 0, result.output
+
+
 def test_random_check_inputs_are_bounded():
     prog = new_program({"x": tensor("fp32", [1024, 1024])}, lambda b, x: [b.relu(x=x, name="y")])
     assert random_feeds(prog.main)["x"].shape == (1024, 1024)
