@@ -1,10 +1,10 @@
 """Seeded fuzzing of the readers, for a bounded time: mutants of the shared models (truncations,
 bit flips, insertions, protobuf field rewrites, Manifest.json and weight.bin edits:
 tests/hostile/mutate.py) each go through what ``converter convert --check`` does, in a child
-process limited to 10 s (a mutated loop that never ends runs to the interpreter's bound on loop
-iterations, up to about 5 s for the largest loop bodies) and 1 GiB. Each must end in success or a converter error; a crash, a hang,
-more than 1 GiB or a refused allocation fails the test with the seed and the mutations, which
-``python tools/fuzz.py --replay SEED`` runs again.
+process limited to 10 s and 1 GiB (loops cut at 1,000 iterations: harness.FUZZ_LOOP_LIMIT). Each
+must end in success or a converter error; a crash, a hang, more than 1 GiB or a refused
+allocation fails the test with the seed and the mutations, which ``python tools/fuzz.py --replay
+SEED`` runs again.
 
 SLOW: runs for CONVERTER_FUZZ_SECONDS (default 60 s), seeds 0, 1, 2, ... in order, so CI runs the
 same mutants every time (as many as the machine gets through). Longer runs: tools/fuzz.py.
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.harness import FUZZ_TIME_LIMIT, Harness, problems
+from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TIME_LIMIT, Harness, problems
 from tests.hostile.mutate import make_mutant, sources
 
 FUZZ_SECONDS = float(os.environ.get("CONVERTER_FUZZ_SECONDS", "60"))
@@ -37,7 +37,7 @@ def test_mutants_of_the_shared_models_end_in_success_or_a_converter_error(tmp_pa
             m = make_mutant(seed, pool)
             folder = tmp_path / str(seed)
             folder.mkdir()
-            r = h.library(m.write(folder), time_limit=FUZZ_TIME_LIMIT)
+            r = h.library(m.write(folder), time_limit=FUZZ_TIME_LIMIT, loop_limit=FUZZ_LOOP_LIMIT)
             shutil.rmtree(folder)
             wrong = problems(r)
             if wrong:
