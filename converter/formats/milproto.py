@@ -319,8 +319,11 @@ def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol:
         d = {}
         for kv in iv.dictionary.values:
             k, _ = value_from_proto(kv.key, load_blob, new_symbol)
+            if not (isinstance(k, np.ndarray) and k.size == 1):
+                shown = f"a tensor of shape {list(k.shape)}" if isinstance(k, np.ndarray) else type(k).__name__
+                raise CodecError(f"a dictionary key must be a single value, got {shown}")
             val, _ = value_from_proto(kv.value, load_blob, new_symbol)
-            d[k.item() if isinstance(k, np.ndarray) else k] = val
+            d[k.item()] = val
         return d, t
     raise CodecError("immediate value is empty")
 

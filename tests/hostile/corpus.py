@@ -22,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 
-from converter.formats.proto import FeatureTypes_pb2, Model_pb2, NeuralNetwork_pb2
+from converter.formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2, NeuralNetwork_pb2
 
 ARRAY = FeatureTypes_pb2.ArrayFeatureType
 Layer = NeuralNetwork_pb2.NeuralNetworkLayer
@@ -518,6 +518,24 @@ def _mil_string_bytes(d: Path) -> Path:
     def edit(m: Model_pb2.Model) -> None:
         v = main_ops(m)[0].attributes["name"]
         v.immediateValue.tensor.bytes.values = b"abc"
+
+    return mil_package(d, edit)
+
+
+@case("mil_dict_tensor_key", "error", "a MIL dictionary attribute whose key is a 2-element tensor: ValueError",
+      "dictionary key")
+def _mil_dict_key(d: Path) -> Path:
+    def edit(m: Model_pb2.Model) -> None:
+        v = m.mlProgram.attributes["weird"]
+        v.type.dictionaryType.keyType.tensorType.dataType = MIL_pb2.INT32
+        v.type.dictionaryType.valueType.tensorType.dataType = MIL_pb2.INT32
+        kv = v.immediateValue.dictionary.values.add()
+        kv.key.type.tensorType.dataType = MIL_pb2.INT32
+        kv.key.type.tensorType.rank = 1
+        kv.key.type.tensorType.dimensions.add().constant.size = 2
+        kv.key.immediateValue.tensor.ints.values.extend([1, 2])
+        kv.value.type.tensorType.dataType = MIL_pb2.INT32
+        kv.value.immediateValue.tensor.ints.values.append(3)
 
     return mil_package(d, edit)
 
