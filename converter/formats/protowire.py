@@ -31,9 +31,10 @@ MARKER_FIELD = (1 << 29) - 1
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MARKER_KEY = bytes([0xF8, 0xFF, 0xFF, 0xFF, 0x0F])  # (MARKER_FIELD << 3) | _VARINT as a varint
 _WINDOW = 1 << 16
-#: Fields walked in one file, at most (about a second of walking): real models hold far fewer
-#: fields (weights are one packed field each); a file with more is read by protobuf's parser.
-MAX_FIELDS = 1_000_000
+#: Fields walked in one file, at most (a quarter of a second of walking): the shared real models
+#: hold at most 12,301 (weights are one packed field each); a file with more is read by protobuf's
+#: parser instead (when small enough: model_file).
+MAX_FIELDS = 200_000
 
 # decides whether to take a length-delimited, non-message field out: (message, field number, length)
 Take = Callable[[Descriptor, int, int], bool]
