@@ -39,7 +39,7 @@ def open_regular(path: str | os.PathLike, *, max_bytes: int | None = None, what:
         if not stat.S_ISREG(st.st_mode):
             raise error(f"{what} is not a regular file: it is {file_kind(st.st_mode)}")
         if max_bytes is not None and st.st_size > max_bytes:
-            raise error(f"{what} is {size_text(st.st_size)}, larger than the {size_text(max_bytes)} it can be")
+            raise error(f"{what} is {size_text(st.st_size)}; no valid one is larger than {size_text(max_bytes)}")
 
     try:
         check(os.stat(p))
