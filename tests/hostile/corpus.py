@@ -333,6 +333,15 @@ def _pipeline_dict(d: Path) -> Path:
     return write_model(d / "x.mlmodel", m)
 
 
+@case("int64_input_times_3e38", "error",
+      "multiply by alpha = 3.4e38 of an int64 input feature: OverflowError (found by atheris)", "does not fit")
+def _int64_times_huge(d: Path) -> Path:
+    m = one_layer("multiply", x=[1], y=None, alpha=3.4e38)
+    m.description.input[0].type.Clear()
+    m.description.input[0].type.int64Type.SetInParent()
+    return write_model(d / "x.mlmodel", m)
+
+
 @case("dict_input", "error", "a neural network with a dictionary input", "must be a tensor, got dict", before="error")
 def _dict_input(d: Path) -> Path:
     m = _relu(one_layer("activation", x=[3], y=[3]))

@@ -63,7 +63,7 @@ def test_endless_loop_stops_at_the_bound_with_a_clear_error(tmp_path):
     with pytest.raises(EvaluationError, match=r"op 'while_loop' \(while_loop\): loops did not finish within 50 "
                                               r"iterations.*max_loop_iterations"):
         converter.run(prog, {"x": np.zeros(3, np.float32)}, max_loop_iterations=50)
-    assert time.monotonic() - start < 1
+    assert time.monotonic() - start < 2
 
 
 @pytest.mark.parametrize("bad", [0, -1, 1.5, True])
@@ -207,7 +207,7 @@ def test_lrn_window_wider_than_the_channels():
         x=v, size=np.int32(size), alpha=np.float32(alpha), beta=np.float32(beta), k=np.float32(k), name="y")])
     start = time.monotonic()
     got = converter.run(prog, {"x": x})["y"]
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 2
     want = x / (k + alpha / size * (x.astype(np.float64) ** 2).sum(axis=1, keepdims=True)) ** beta
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
@@ -256,4 +256,4 @@ def test_huge_pooling_window_is_fast(tmp_path):
     x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
     start = time.monotonic()
     y = converter.run(prog, {"x": x})["y"]
-    assert time.monotonic() - start < 1 and y.shape == (1, 1, 1, 1) and y.item() == 15.0
+    assert time.monotonic() - start < 2 and y.shape == (1, 1, 1, 1) and y.item() == 15.0
