@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TIME_LIMIT, Harness, problems  # noqa: E402
+from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TENSOR_BYTES, FUZZ_TIME_LIMIT, Harness, problems  # noqa: E402
 from tests.hostile.mutate import make_mutant, sources  # noqa: E402
 
 
@@ -48,7 +48,8 @@ def main() -> int:
             folder = Path(tmp) / str(seed)
             folder.mkdir()
             path = m.write(folder)
-            r = h.library(path, time_limit=FUZZ_TIME_LIMIT, loop_limit=FUZZ_LOOP_LIMIT)
+            r = h.library(path, time_limit=FUZZ_TIME_LIMIT, loop_limit=FUZZ_LOOP_LIMIT,
+                          tensor_limit=FUZZ_TENSOR_BYTES)
             key = r.outcome if r.outcome != "error" else f"error at {r.step}: {r.error_type}"
             counts[key] += 1
             if args.replay is not None:

@@ -4,7 +4,7 @@ local runs. atheris is not a dependency of the project: install it where you run
 
 Each input is the bytes of a model file, tried as a bare ``.mlmodel`` and as the root model of an
 ``.mlpackage`` (with a Manifest.json and no weights): loaded, saved and checked the way
-``converter convert --check`` does, loops cut at 1,000 iterations. A converter error is a fine
+``converter convert --check`` does, loops cut at 1,000 iterations and tensors at 64 MiB. A converter error is a fine
 outcome; any other exception, or an error that says memory ran out, is a crash for libFuzzer to
 report (it saves the input as ``crash-*``). Hangs and memory are libFuzzer's ``-timeout`` and
 ``-rss_limit_mb``. Mutations: libFuzzer's own, and half the time the project's structured protobuf
@@ -36,7 +36,7 @@ with atheris.instrument_imports(include=["converter"]):  # everything the reader
     load_all()
 
 from tests.conftest import MODELS  # noqa: E402
-from tests.hostile.harness import FUZZ_LOOP_LIMIT, memory_words  # noqa: E402
+from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TENSOR_BYTES, memory_words  # noqa: E402
 from tests.hostile.mutate import PACKAGE_PARTS, mutate, sources  # noqa: E402
 
 _WORK = Path(tempfile.mkdtemp(prefix="atheris-"))
@@ -60,7 +60,8 @@ def test_one_input(data: bytes) -> None:
         try:
             prog = converter.load(path)
             converter.save(prog, out)
-            compare(prog, converter.load(out), max_loop_iterations=FUZZ_LOOP_LIMIT)
+            compare(prog, converter.load(out), max_loop_iterations=FUZZ_LOOP_LIMIT,
+                    max_tensor_bytes=FUZZ_TENSOR_BYTES)
         except ConverterError as e:
             if memory_words(str(e)):
                 raise RuntimeError(f"an allocation was refused: {e}") from e

@@ -40,6 +40,9 @@ TIME_LIMIT = 5.0  # seconds per job
 # the corpus's time for a machine busy with other tests.
 FUZZ_TIME_LIMIT = 10.0
 FUZZ_LOOP_LIMIT = 1000
+# ... and tensors at 64 MiB: a mutant declaring an image of 256 x 65536 pixels (192 MiB in fp32, under
+# the default bound of 256 MiB) is a valid model whose check takes over 1 GiB.
+FUZZ_TENSOR_BYTES = 64 << 20
 MEMORY_LIMIT = 1 << 30  # bytes of peak resident memory per job
 # Messages that mean an allocation was attempted and refused (by the address-space limit): the
 # input still asked for unbounded memory, even if a catch-all turned it into a converter error.
@@ -75,7 +78,7 @@ class Result:
 # -- the child's side ------------------------------------------------------------------------------
 
 
-def _library_job(path: str, out_dir: str, loop_limit: int | None) -> dict[str, Any]:
+def _library_job(path: str, out_dir: str, loop_limit: int | None, tensor_limit: int | None) -> dict[str, Any]:
     import converter
     from converter.check import compare
     from converter.errors import ConverterError
@@ -86,7 +89,7 @@ def _library_job(path: str, out_dir: str, loop_limit: int | None) -> dict[str, A
         step = "save"
         out = converter.save(prog, Path(out_dir) / "out.mlpackage")
         step = "check"
-        kw = {} if loop_limit is None else {"max_loop_iterations": loop_limit}
+        kw = {"max_loop_iterations": loop_limit, "max_tensor_bytes": tensor_limit}
         compare(prog, converter.load(out), source_file=path, converted_file=str(out), **kw)
     except ConverterError as e:
         return {"outcome": "error", "error_type": type(e).__name__, "message": str(e), "step": step}
@@ -129,7 +132,7 @@ def _child(job: dict[str, Any], wfd: int) -> None:
         warnings.simplefilter("ignore")  # notes about renamed features: not what this is about
         null = os.open(os.devnull, os.O_WRONLY)
         os.dup2(null, 2)
-        res = _library_job(job["path"], job["out"], job.get("loop_limit"))
+        res = _library_job(job["path"], job["out"], job.get("loop_limit"), job.get("tensor_limit"))
     else:
         res = _cli_job(job["args"], job["out"])
     os.write(wfd, json.dumps(res).encode())
@@ -240,8 +243,11 @@ class Harness:
                 raise RuntimeError("the harness server died")
             return Result(**json.loads(line))
 
-    def library(self, path: Path, *, loop_limit: int | None = None, **limits: Any) -> Result:
-        return self._job({"kind": "library", "path": str(path), "loop_limit": loop_limit, **limits})
+    def library(self, path: Path, *, loop_limit: int | None = None, tensor_limit: int | None = None,
+                **limits: Any) -> Result:
+        """``loop_limit``, ``tensor_limit``: the check's bounds (None: the library's defaults)."""
+        return self._job({"kind": "library", "path": str(path), "loop_limit": loop_limit,
+                          "tensor_limit": tensor_limit, **limits})
 
     def cli(self, *args: str, **limits: Any) -> Result:
         return self._job({"kind": "cli", "args": [str(a) for a in args], **limits})

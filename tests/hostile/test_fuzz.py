@@ -1,8 +1,8 @@
 """Seeded fuzzing of the readers, for a bounded time: mutants of the shared models (truncations,
 bit flips, insertions, protobuf field rewrites, Manifest.json and weight.bin edits:
 tests/hostile/mutate.py) each go through what ``converter convert --check`` does, in a child
-process limited to 10 s and 1 GiB (loops cut at 1,000 iterations: harness.FUZZ_LOOP_LIMIT). Each
-must end in success or a converter error; a crash, a hang, more than 1 GiB or a refused
+process limited to 10 s and 1 GiB (loops cut at 1,000 iterations and tensors at 64 MiB:
+harness.FUZZ_*). Each must end in success or a converter error; a crash, a hang, more than 1 GiB or a refused
 allocation fails the test with the seed and the mutations, which ``python tools/fuzz.py --replay
 SEED`` runs again.
 
@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TIME_LIMIT, Harness, problems
+from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TENSOR_BYTES, FUZZ_TIME_LIMIT, Harness, problems
 from tests.hostile.mutate import make_mutant, sources
 
 FUZZ_SECONDS = float(os.environ.get("CONVERTER_FUZZ_SECONDS", "60"))
@@ -37,7 +37,8 @@ def test_mutants_of_the_shared_models_end_in_success_or_a_converter_error(tmp_pa
             m = make_mutant(seed, pool)
             folder = tmp_path / str(seed)
             folder.mkdir()
-            r = h.library(m.write(folder), time_limit=FUZZ_TIME_LIMIT, loop_limit=FUZZ_LOOP_LIMIT)
+            r = h.library(m.write(folder), time_limit=FUZZ_TIME_LIMIT, loop_limit=FUZZ_LOOP_LIMIT,
+                          tensor_limit=FUZZ_TENSOR_BYTES)
             shutil.rmtree(folder)
             wrong = problems(r)
             if wrong:
