@@ -16,17 +16,18 @@ MAX_MODEL_FILE_BYTES = 2 << 30
 #: A package's Manifest.json lists a handful of items (the model, its weights): a few hundred bytes.
 MAX_MANIFEST_BYTES = 1 << 20
 MAX_MANIFEST_ITEMS = 10_000
-#: Tensor ranks: Core ML uses at most rank 5 (NeuralNetwork) or 6 (ML programs); numpy stops at 64.
+#: Tensor ranks: far above what Core ML models use; numpy stops at 64.
 MAX_RANK = 32
-#: One dimension: Core ML shapes, layer parameters and MIL shape tensors are 32-bit.
+#: One dimension: 32-bit, as MIL ops' int32 shape tensors hold it.
 MAX_DIMENSION = (1 << 31) - 1
 #: Elements of one tensor a model may declare (2^40: 4 TiB of fp32); products of dimensions stay
 #: far from int64 overflow below it.
 MAX_ELEMENTS = 1 << 40
-#: Integer layer parameters (sizes, axes, padding, repetitions): 32-bit, as Core ML reads them.
+#: Integer layer parameters (sizes, axes, padding, repetitions): 32-bit, as the int32 constants of
+#: the MIL ops they become.
 MAX_PARAMETER = (1 << 31) - 1
-#: Nested blocks and networks (loops in loops, pipelines in pipelines): protobuf's own parsing limit
-#: (100 nested messages) allows about 30 levels.
+#: Nested protobuf messages, as protobuf's own parser allows (loops in loops, pipelines in
+#: pipelines, blocks in blocks: about 30 levels of them).
 MAX_NESTING = 100
 
 #: The interpreter's default bound on loop iterations in one run, all loops together (a while_loop

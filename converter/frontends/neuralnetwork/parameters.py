@@ -4,8 +4,8 @@ Integer parameters (sizes, axes, padding, repetitions, ranks) become numpy shape
 constants: a padAmount of 10^12 or a tile rep of 2^62 would overflow there (a raw OverflowError)
 or ask for absurd memory. Rather than a check in each of ~150 lowerings, the layer's parameter
 message is walked once, generically (nested parameter messages included, nested networks not:
-their layers are checked when they are lowered), and every integer must fit in 32 bits, as Core ML
-reads them. A few fields legitimately hold any 64-bit value and are handled by their lowering:
+their layers are checked when they are lowered), and every integer must fit in 32 bits, as the
+int32 constants of the MIL ops they become. A few fields legitimately hold any 64-bit value and are handled by their lowering:
 ``seed`` (refused outside int32 by the random lowerings), ``maxLoopIterations`` (capped),
 slice begin/end ids and strides (clamped: a bound past the end of an axis means the end).
 Float parameters from which a lowering derives sizes must be finite.
