@@ -272,7 +272,11 @@ def _release_plan(block: Block) -> dict[int, list[Value]]:
 
 
 def static_nbytes(t: Type) -> int | None:
-    """The bytes a tensor of type ``t`` takes, when its shape is static (else None)."""
+    """The bytes a tensor of type ``t`` takes, when its shape is static (else None); for a list of
+    known length, its slots (8 bytes each) or its elements when their shape is static."""
+    if isinstance(t, ListType) and isinstance(t.length, int):
+        elem = static_nbytes(t.elem)
+        return t.length * max(elem or 0, 8)
     if not isinstance(t, TensorType) or t.shape is None:
         return None
     n = t.dtype.storage.itemsize

@@ -647,6 +647,23 @@ def _mil_nested_while(d: Path) -> Path:
     return mil_package(d, program=program)
 
 
+@case("mil_make_list_2p31", "error", "a MIL make_list of init_length 2^31 - 1: a 16 GB list of empty slots",
+      "make_list", before="memory")
+def _mil_make_list(d: Path) -> Path:
+    def program() -> object:
+        from converter.ir.builder import new_program
+        from converter.ir.types import tensor
+
+        def body(b, x):  # noqa: ANN001
+            ls = b.make_list(init_length=np.int32(2**31 - 1), elem_shape=[np.int32(3)], dtype="fp32",
+                             dynamic_length=False)
+            return [b.add(x=x, y=b.cast(x=b.list_length(ls=ls), dtype="fp32"), name="y")]
+
+        return new_program({"x": tensor("fp32", [3])}, body)
+
+    return mil_package(d, program=program)
+
+
 @case("mil_blob_huge_offset", "error", "a MIL blob value whose offset is 2^63 - 1", "offset", before="error")
 def _mil_blob_offset(d: Path) -> Path:
     def program() -> object:

@@ -89,7 +89,8 @@ def _library_job(path: str, out_dir: str, loop_limit: int | None, tensor_limit: 
         step = "save"
         out = converter.save(prog, Path(out_dir) / "out.mlpackage")
         step = "check"
-        kw = {"max_loop_iterations": loop_limit, "max_tensor_bytes": tensor_limit}
+        bounds = {"max_loop_iterations": loop_limit, "max_tensor_bytes": tensor_limit}
+        kw = {k: v for k, v in bounds.items() if v is not None}  # none given: the library's defaults
         compare(prog, converter.load(out), source_file=path, converted_file=str(out), **kw)
     except ConverterError as e:
         return {"outcome": "error", "error_type": type(e).__name__, "message": str(e), "step": step}
