@@ -88,15 +88,15 @@ class WireField:
     message: tuple[int, int]  # the (body, end) of the message holding this field
 
 
-def walk(data: bytes, descriptor: Descriptor, *, limit: int = 200_000) -> list[WireField]:
-    """Every field of a serialized message, nested known messages included (best effort: stops at
-    the first malformed spot)."""
+def walk(data: bytes, descriptor: Descriptor, *, limit: int = 50_000) -> list[WireField]:
+    """The fields of a serialized message, nested known messages included (best effort: stops at
+    the first malformed spot, and after ``limit`` fields)."""
     out: list[WireField] = []
     stack = [(0, len(data), descriptor, ())]
     while stack and len(out) < limit:
         pos, end, desc, parents = stack.pop()
         try:
-            while pos < end:
+            while pos < end and len(out) < limit:
                 start = pos
                 key, pos = _varint(data, pos)
                 number, wire = key >> 3, key & 7
@@ -171,10 +171,10 @@ def _proto_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str] | None
     if kind in ("empty", "drop"):
         f = rng.choice(fields)
         same = [g for g in fields if g.message == f.message and g.number == f.number] if kind == "empty" else [f]
-        out = data
-        for g in sorted(same, key=lambda g: g.start, reverse=True):
-            out = splice(out, g, b"")
-        return out, f"field {_name(f)}: {len(same)} occurrence(s) removed"
+        same.sort(key=lambda g: g.start)
+        kept = b"".join(data[a.end:b.start] for a, b in zip(same, same[1:]))  # what lies between them
+        return splice(data, f, kept, start=same[0].start, end=same[-1].end), \
+            f"field {_name(f)}: {len(same)} occurrence(s) removed"
     if kind == "duplicate":
         f = rng.choice(fields)
         times = rng.choice([1, 2, 50])
