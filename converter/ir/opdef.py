@@ -10,6 +10,7 @@ the verifier and the builder all use this one definition.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,8 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..errors import TypeInferenceError, UnsupportedError
-from ..limits import MAX_RANK, shape_problem
+from ..errors import EvaluationError, TypeInferenceError, UnsupportedError
+from ..limits import MAX_RANK, shape_problem, size_text
 from .types import (
     DType,
     ListType,
@@ -209,6 +210,17 @@ class EvalArgs(_Args):
 
     def run_block(self, block: Block, inputs: Sequence[Any]) -> list[Any]:
         return self.interpreter.run_block(block, inputs, self.env)
+
+    def check_intermediate(self, shape: Sequence[int], itemsize: int = 4) -> None:
+        """For kernels that allocate more than their declared outputs (a padded copy, a transposed
+        convolution's uncropped result): the run's bound on one tensor applies to that too (a
+        crafted stride of 10^6 with a small cropped output asked for 27 GiB)."""
+        limit = getattr(self.interpreter, "max_tensor_bytes", None)
+        nbytes = math.prod(int(d) for d in shape) * itemsize
+        if limit is not None and nbytes > limit:
+            raise EvaluationError(f"an intermediate result of shape {[int(d) for d in shape]} would take "
+                                  f"{size_text(nbytes)}, more than the interpreter's limit of {size_text(limit)} "
+                                  "per tensor (max_tensor_bytes)")
 
     def rng(self, seed: int | None) -> np.random.Generator:
         return self.interpreter.rng(self.op, seed)

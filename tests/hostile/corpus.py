@@ -398,6 +398,18 @@ def _pool_window(d: Path) -> Path:
     return write_model(d / "x.mlmodel", m)
 
 
+@case("deconvolution_stride_1e6", "error",
+      "a deconvolution of stride 10^6 cropped to an 8 x 8 output: MemoryError for a 32 TiB uncropped result (fuzzed)",
+      "intermediate", before="memory")
+def _deconv_stride(d: Path) -> Path:
+    m = one_layer("convolution", x=[1, 4, 4], isDeconvolution=True, outputChannels=1, kernelChannels=1,
+                  kernelSize=[2, 2], stride=[10**6, 10**6], outputShape=[8, 8])
+    conv = m.neuralNetwork.layers[0].convolution
+    conv.valid.SetInParent()
+    conv.weights.floatValue.extend([1.0, 2.0, 3.0, 4.0])
+    return write_model(d / "x.mlmodel", m)
+
+
 @case("inner_product_overflowing_channels", "error",
       "innerProduct with inputChannels = outputChannels = 2^32 and no weights (their product wraps to 0 in int64)",
       "Channels")

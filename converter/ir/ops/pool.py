@@ -120,7 +120,7 @@ class MaxPool(_Pool):
         outs = win.out_sizes(x.shape[2:])
         if _few_outputs(win, outs):
             return _reduce_by_output(x, win, outs, -np.inf, np.max)[0]
-        xp, outs = win.padded(x, -np.inf)
+        xp, outs = win.padded(x, -np.inf, a.check_intermediate)
         y = np.full(x.shape[:2] + outs, -np.inf, np.float32)
         for _, window in win.taps(outs):
             y = np.maximum(y, xp[window])
@@ -141,7 +141,7 @@ class AvgPool(_Pool):
         if _few_outputs(win, outs):
             total, count = _reduce_by_output(x, win, outs, 0.0, np.sum, exclude)
             return total / np.maximum(count, 1.0)
-        xp, outs = win.padded(x, 0.0)
+        xp, outs = win.padded(x, 0.0, a.check_intermediate)
         # 1 where a position counts towards the divisor: the input, plus the explicit padding
         # when it is averaged in; the ceil_mode overhang (added by padded()) never counts.
         region = tuple(slice(b if exclude else 0, b + n + (0 if exclude else e))
@@ -163,5 +163,5 @@ class L2Pool(_Pool):
         outs = win.out_sizes(x.shape[2:])
         if _few_outputs(win, outs):
             return np.sqrt(_reduce_by_output(x * x, win, outs, 0.0, np.sum)[0])
-        xp, outs = win.padded(x * x, 0.0)
+        xp, outs = win.padded(x * x, 0.0, a.check_intermediate)
         return np.sqrt(_window_sum(xp, win, outs))
