@@ -15,8 +15,10 @@ mutations (tests/hostile/mutate.py); the seeds are the shared models' model file
 
 from __future__ import annotations
 
+import atexit
 import json
 import random
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -40,6 +42,7 @@ from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TENSOR_BYTES, memory_wor
 from tests.hostile.mutate import PACKAGE_PARTS, mutate, sources  # noqa: E402
 
 _WORK = Path(tempfile.mkdtemp(prefix="atheris-"))
+atexit.register(shutil.rmtree, _WORK, True)
 _MANIFEST = json.dumps({"fileFormatVersion": "1.0.0", "rootModelIdentifier": "M", "itemInfoEntries": {
     "M": {"author": "com.apple.CoreML", "name": "model.mlmodel", "path": "com.apple.CoreML/model.mlmodel"}}})
 
