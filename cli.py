@@ -13,6 +13,7 @@ import click
 
 import converter
 from converter.errors import ConverterError, printable
+from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
 
 
 def _fail(e: ConverterError, code: int = 2) -> None:
@@ -93,6 +94,16 @@ def ops_cmd(as_json: bool) -> None:
     click.echo(f"{len(rows)} ops")
 
 
+_LOOP_HELP = ("Stop the model's loops after this many iterations in all, with an error (the interpreter's "
+              f"bound against loops that never end; default {DEFAULT_MAX_LOOP_ITERATIONS}).")
+_TENSOR_HELP = ("Refuse to make a tensor larger than this many MiB, with an error (the interpreter's bound "
+                f"against models whose sizes would exhaust memory; default {DEFAULT_MAX_TENSOR_BYTES >> 20}).")
+
+
+def _mib(n: int | None) -> int | None:
+    return None if n is None else n << 20
+
+
 @main.command("run")
 @click.argument("model", type=click.Path(exists=True))
 @click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
@@ -101,7 +112,10 @@ def ops_cmd(as_json: bool) -> None:
               help="Write the outputs to this .npz file (printed when omitted).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing .npz file at -o.")
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
-def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bool, function: str | None) -> None:
+@click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP)
+@click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP)
+def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bool, function: str | None,
+            max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
     """Run MODEL with the reference interpreter on the arrays in an .npz file."""
     import numpy as np
 
@@ -112,7 +126,8 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bo
             resolve_arrays_destination(output_path, sources=[model, inputs_path], overwrite=overwrite)
         prog = converter.load(model)
         feeds = _read_feeds(inputs_path)
-        out = converter.run(prog, feeds, function=function)
+        out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations,
+                            max_tensor_bytes=_mib(max_tensor_mib))
     except ConverterError as e:
         _fail(e)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
@@ -198,7 +213,10 @@ def _read_feeds(path: str) -> dict:
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing Core ML model at the destination (never any other file or folder, "
                    "never the source).")
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool, overwrite: bool) -> None:
+@click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
+@click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool, overwrite: bool,
+                max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
@@ -212,7 +230,8 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
     from converter.formats.package import is_mlpackage
 
     if Path(src).is_dir() and not is_mlpackage(src):
-        _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite)
+        _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite,
+                        max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
         return
     try:
         dest = resolve_model_destination(output_path, to=fmt, sources=[src], overwrite=overwrite).path
@@ -224,7 +243,8 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
             _say(f"note: {note}", err=True)
         _say(f"wrote {dest}")
         if check:
-            diffs = compare(prog, converter.load(dest), source_file=src, converted_file=str(dest))
+            diffs = compare(prog, converter.load(dest), source_file=src, converted_file=str(dest),
+                            max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
             for name, d in diffs.items():
                 _say(f"  {name}: largest difference {d:.3g}")
             click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
@@ -232,7 +252,8 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
         _fail(e)
 
 
-def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool) -> None:
+def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool,
+                    **bounds: int | None) -> None:
     from converter.batch import describe_contents, iter_convert_tree
     from converter.formats.package import MANIFEST_NAME
 
@@ -241,7 +262,7 @@ def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwri
                              file=str(src)), code=1)
     converted = failed = 0
     try:
-        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite):
+        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite, **bounds):
             if o.ok:
                 _say(f"ok      {o.source} -> {o.output}")
                 for note in o.notes:

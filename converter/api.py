@@ -87,11 +87,17 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
     return prog
 
 
-def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring)."""
+def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
+        max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> dict[str, Any]:
+    """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring). The run is bounded
+    (an untrusted model may loop forever or declare huge tensors): ``max_loop_iterations`` per loop
+    and ``max_tensor_bytes`` per tensor, defaults in `converter.limits`; beyond them, an
+    `EvaluationError`."""
     from .ir.interpreter import Interpreter, lookup_function
     from .runtime_io import adapt_feeds, adapt_outputs
 
     fn = lookup_function(program, function)
-    out = Interpreter(program, seed=seed).run(adapt_feeds(fn, feeds), fn.name)
+    interpreter = Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
+                              max_tensor_bytes=max_tensor_bytes)
+    out = interpreter.run(adapt_feeds(fn, feeds, max_tensor_bytes=max_tensor_bytes), fn.name)
     return adapt_outputs(fn, out)

@@ -20,6 +20,7 @@ import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from .destination import DestinationError, Sources, output_format, resolve_model_destination
 from .errors import ConversionWarning, ConverterError
@@ -81,22 +82,23 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
-def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
-                 check: bool = False, overwrite: bool = False) -> list[Outcome]:
+def convert_tree(src: Path, out: Path, **options: Any) -> list[Outcome]:
     """`iter_convert_tree`, as a list."""
-    return list(iter_convert_tree(src, out, target=target, to=to, check=check, overwrite=overwrite))
+    return list(iter_convert_tree(src, out, **options))
 
 
 def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
-                      check: bool = False, overwrite: bool = False) -> Iterator[Outcome]:
+                      check: bool = False, overwrite: bool = False, max_loop_iterations: int | None = None,
+                      max_tensor_bytes: int | None = None) -> Iterator[Outcome]:
     """Convert every model under ``src`` to ``out`` (see the module docstring), one outcome at a time.
 
     ``to``/``target``/``overwrite`` as for `converter.save`; an unknown ``to`` or an ``out`` that is
     not a folder raises before anything is done. Every model is found before the first is written,
     and no destination may be a source, lie inside one or hold one (converter/destination.py), so
     converting a folder into itself rewrites no input. With ``check``, each written model is run
-    against its source on random inputs (`converter.check.compare`) and ``Outcome.differences`` is
-    filled in.
+    against its source on random inputs (`converter.check.compare`, bounded by
+    ``max_loop_iterations`` and ``max_tensor_bytes`` as `converter.run` is) and
+    ``Outcome.differences`` is filled in.
     """
     from .api import load, save
 
@@ -152,7 +154,8 @@ def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: st
         outcome = Outcome(path, dest, notes=notes)
         if check:
             try:
-                outcome.differences = _check(prog, path, dest)
+                outcome.differences = _check(prog, path, dest, max_loop_iterations=max_loop_iterations,
+                                             max_tensor_bytes=max_tensor_bytes)
             except ConverterError as e:
                 outcome.error = e
         yield outcome
@@ -169,8 +172,8 @@ def describe_contents(folder: Path) -> str:
     return f"it holds {files} file{'s' * (files != 1)} and {folders} folder{'s' * (folders != 1)}"
 
 
-def _check(prog, source: Path, dest: Path) -> dict[str, float]:
+def _check(prog, source: Path, dest: Path, **bounds: int | None) -> dict[str, float]:
     from .api import load
     from .check import compare
 
-    return compare(prog, load(dest), source_file=str(source), converted_file=str(dest))
+    return compare(prog, load(dest), source_file=str(source), converted_file=str(dest), **bounds)

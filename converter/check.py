@@ -19,6 +19,7 @@ from .errors import ConverterError, EvaluationError, UnsupportedError
 from .formats import description as desc
 from .ir.core import Function, Program
 from .ir.types import Symbol, TensorType, is_static_dim
+from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 
 def _size(d: Any) -> int:
@@ -38,16 +39,24 @@ def _cannot_fake(fn: Function, name: str, t: Any) -> UnsupportedError:
     )
 
 
-def random_feeds(fn: Function, seed: int = 0) -> dict[str, Any]:
+def random_feeds(fn: Function, seed: int = 0, *, max_tensor_bytes: int | None = None) -> dict[str, Any]:
     """{input name: random value} for every input of ``fn``; `UnsupportedError` naming the input
-    when one cannot be made up (a list or state input, a tensor of unknown rank or of strings)."""
+    when one cannot be made up (a list or state input, a tensor of unknown rank or of strings, or
+    one larger than ``max_tensor_bytes``, default `limits.DEFAULT_MAX_TENSOR_BYTES`)."""
     rng = np.random.default_rng(seed)
+    limit = DEFAULT_MAX_TENSOR_BYTES if max_tensor_bytes is None else max_tensor_bytes
     feeds: dict[str, Any] = {}
     for v in fn.inputs:
         t = v.type
         if not isinstance(t, TensorType) or t.shape is None:
             raise _cannot_fake(fn, v.name, t)
         shape = [_size(d) for d in t.shape]
+        nbytes = int(np.prod(shape, dtype=object)) * max(t.dtype.storage.itemsize, 1)
+        if nbytes > limit:
+            raise UnsupportedError(
+                f"a random value for input '{v.name}' of shape {shape} would take {size_text(nbytes)}, more than "
+                f"the limit of {size_text(limit)} per tensor (max_tensor_bytes), so the conversion cannot be checked",
+                function=fn.name, field=f"inputs.{v.name}")
         info = fn.input_info.get(v.name)
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
         index_range = info.extra.get("index_range") if info is not None else None
@@ -81,26 +90,38 @@ def difference(a: Any, b: Any) -> float:
         return 0.0 if np.array_equal(x, y) else float("inf")
     if x.size == 0:
         return 0.0
-    xf, yf = x.astype(np.float64), y.astype(np.float64)
-    both_nan = np.isnan(xf) & np.isnan(yf)
-    diff = np.where(both_nan | (xf == yf), 0.0, np.abs(xf - yf))
-    return float(np.nanmax(np.where(np.isnan(diff), np.inf, diff)))
+    xs, ys = x.reshape(-1), y.reshape(-1)
+    worst = 0.0
+    for start in range(0, xs.size, _CHUNK):  # in chunks: float64 copies of a whole large output add up
+        xf, yf = xs[start:start + _CHUNK].astype(np.float64), ys[start:start + _CHUNK].astype(np.float64)
+        both_nan = np.isnan(xf) & np.isnan(yf)
+        diff = np.where(both_nan | (xf == yf), 0.0, np.abs(xf - yf))
+        worst = max(worst, float(np.nanmax(np.where(np.isnan(diff), np.inf, diff))))
+    return worst
+
+
+_CHUNK = 1 << 20
 
 
 def compare(source: Program, converted: Program, *, seed: int = 0, source_file: str | None = None,
-            converted_file: str | None = None) -> dict[str, float]:
+            converted_file: str | None = None, max_loop_iterations: int | None = None,
+            max_tensor_bytes: int | None = None) -> dict[str, float]:
     """{source output name: largest absolute difference} on one random input.
 
     The default functions of both programs are run; their inputs and outputs are paired by
     position (see the module docstring). An output the converted program lacks counts as ``inf``.
     ``source_file``/``converted_file``, when given, are named by the errors about each program.
+    The runs are bounded like `converter.run`'s (``max_loop_iterations``, ``max_tensor_bytes``).
     """
-    from .api import run
+    from functools import partial
+
+    from .api import run as run_program
     from .ir.interpreter import lookup_function
 
+    run = partial(run_program, max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
     try:
         src_fn = lookup_function(source)
-        feeds = random_feeds(src_fn, seed)
+        feeds = random_feeds(src_fn, seed, max_tensor_bytes=max_tensor_bytes)
         a = run(source, feeds, function=src_fn.name)
     except ConverterError as e:
         raise e.with_location(file=source_file) from None

@@ -12,6 +12,7 @@ dict {label: probability} in class-label order.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -21,6 +22,7 @@ from .errors import EvaluationError
 from .formats import description as desc
 from .ir.core import Function
 from .ir.types import Symbol, TensorType, is_static_dim
+from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 
 def _image_to_tensor(x: np.ndarray, name: str, ft: Any, t: TensorType) -> np.ndarray:
@@ -64,7 +66,7 @@ def _fit_shape(x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
     raise EvaluationError(f"input '{name}': shape {list(x.shape)} does not fit the declared shape {shown}")
 
 
-def _optional_default(name: str, ft: Any, t: TensorType) -> np.ndarray:
+def _optional_default(name: str, ft: Any, t: TensorType, max_bytes: int) -> np.ndarray:
     """The value Core ML gives an optional multiArray input the app leaves out: the declared default
     (``defaultOptionalValue``, spec 5+) or 0, in the declared shape (flexible dims: the default shape)."""
     arr = ft.multiArrayType
@@ -76,10 +78,18 @@ def _optional_default(name: str, ft: Any, t: TensorType) -> np.ndarray:
         shape = [int(d) if is_static_dim(d) else n for d, n in zip(shape, declared)]
     if not all(is_static_dim(d) for d in shape):
         raise EvaluationError(f"input '{name}' is optional but has no default shape; feed it")
+    nbytes = math.prod(int(d) for d in shape) * t.dtype.storage.itemsize
+    if nbytes > max_bytes:
+        raise EvaluationError(f"input '{name}' is optional, but its default value of shape {[int(d) for d in shape]} "
+                              f"would take {size_text(nbytes)}, more than the limit of {size_text(max_bytes)} per "
+                              "tensor (max_tensor_bytes); feed it")
     return np.full([int(d) for d in shape], value, dtype=t.dtype.storage)
 
 
-def adapt_feeds(fn: Function, feeds: Mapping[str, Any]) -> dict[str, Any]:
+def adapt_feeds(fn: Function, feeds: Mapping[str, Any], *, max_tensor_bytes: int | None = None) -> dict[str, Any]:
+    """The feeds as the program's inputs take them (see the module docstring); defaults of omitted
+    optional inputs are bounded by ``max_tensor_bytes`` (default `limits.DEFAULT_MAX_TENSOR_BYTES`)."""
+    limit = DEFAULT_MAX_TENSOR_BYTES if max_tensor_bytes is None else max_tensor_bytes
     out: dict[str, Any] = dict(feeds)
     for v in fn.inputs:
         if not isinstance(v.type, TensorType):
@@ -88,7 +98,7 @@ def adapt_feeds(fn: Function, feeds: Mapping[str, Any]) -> dict[str, Any]:
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
         if v.name not in feeds:
             if ft is not None and ft.isOptional and desc.feature_kind(ft) == "multiArrayType":
-                out[v.name] = _optional_default(v.name, ft, v.type)
+                out[v.name] = _optional_default(v.name, ft, v.type, limit)
             continue
         x = feeds[v.name]
         if ft is not None and desc.feature_kind(ft) == "imageType":

@@ -4,8 +4,8 @@ traceback, a hang or a partial output file. Regression tests for error paths of 
 
 from __future__ import annotations
 
-import builtins
 import errno
+import os
 import shutil
 from pathlib import Path
 
@@ -213,13 +213,15 @@ def test_blob_reader_open_error_names_the_file(tmp_path, monkeypatch):
     pkg = shutil.copytree(TORCH / "mlp_mlprogram.mlpackage", tmp_path / "m.mlpackage")
     weights = pkg / "Data/com.apple.CoreML/weights/weight.bin"
 
+    real_open = os.open
+
     def fake_open(path, *args, **kw):
         if Path(path) == weights:
             raise _permission_denied(path)
-        return builtins.open(path, *args, **kw)
+        return real_open(path, *args, **kw)
 
-    monkeypatch.setattr(blob_module, "open", fake_open, raising=False)
-    with pytest.raises(FormatError, match=r"weight.bin'.*cannot open weight file: Permission denied"):
+    monkeypatch.setattr(os, "open", fake_open)
+    with pytest.raises(FormatError, match=r"weight.bin'.*cannot read weight file: Permission denied"):
         BlobReader(weights)
     with pytest.raises(FormatError, match="Permission denied"):
         converter.load(pkg)
@@ -239,17 +241,17 @@ def test_blob_reader_mapping_error_names_the_file(tmp_path, monkeypatch):
 @pytest.mark.parametrize("which", ["Manifest.json", "model.mlmodel"])
 def test_unreadable_package_file_names_the_file(tmp_path, monkeypatch, which):
     pkg = shutil.copytree(TORCH / "mlp_mlprogram.mlpackage", tmp_path / "m.mlpackage")
-    read_bytes = Path.read_bytes
+    real_open = os.open
 
-    def fake_read_bytes(self):
-        if self.name == which:
-            raise _permission_denied(self)
-        return read_bytes(self)
+    def fake_open(path, *args, **kw):
+        if Path(path).name == which:
+            raise _permission_denied(path)
+        return real_open(path, *args, **kw)
 
-    monkeypatch.setattr(Path, "read_bytes", fake_read_bytes)
+    monkeypatch.setattr(os, "open", fake_open)
     with pytest.raises(FormatError) as info:
         converter.load(pkg)
-    assert which in str(info.value) and "cannot read: Permission denied" in str(info.value)
+    assert which in str(info.value) and "cannot read" in str(info.value) and "Permission denied" in str(info.value)
 
 
 @pytest.mark.parametrize("kind", ["package", "bare"])

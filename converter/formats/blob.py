@@ -51,6 +51,7 @@ import numpy as np
 
 from converter.errors import FormatError
 from converter.formats.atomic import create_temp_beside, replace_path
+from converter.formats.files import open_regular
 from converter.ir.bitpack import SUBBYTE_CHUNK as _SUBBYTE_CHUNK
 from converter.ir.bitpack import pack_subbyte, unpack_subbyte
 
@@ -176,10 +177,7 @@ class BlobReader:
 
     def __init__(self, path: str | os.PathLike) -> None:
         self.path = Path(path)
-        try:
-            f = open(self.path, "rb")
-        except OSError as e:  # missing, a directory, no permission, ...
-            raise FormatError(f"cannot open weight file: {e.strerror or e}", file=self.path) from None
+        f = open_regular(self.path, what="weight file")  # not a FIFO (blocks) or a device (endless)
         with f:
             try:
                 self.size = os.fstat(f.fileno()).st_size

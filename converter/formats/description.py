@@ -12,6 +12,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ..ir.types import DictType, DType, StateType, Symbol, TensorType, Type, dtype, is_static_dim
+from ..limits import MAX_DIMENSION, MAX_RANK, shape_problem
 from .proto import FeatureTypes_pb2
 
 ARRAY_DTYPE = FeatureTypes_pb2.ArrayFeatureType
@@ -62,6 +63,69 @@ def image_channels(ft: FeatureTypes_pb2.FeatureType) -> int:
     raise DescriptionError(f"image feature has no valid colour space ({cs})")
 
 
+def _range_problem(r: FeatureTypes_pb2.SizeRange) -> str | None:
+    lower, upper = int(r.lowerBound), int(r.upperBound)
+    if lower > MAX_DIMENSION:
+        return f"size range lower bound {lower} is larger than {MAX_DIMENSION}"
+    if upper != -1 and not lower <= upper <= MAX_DIMENSION:
+        return f"size range [{lower}, {upper}] is not a range of sizes up to {MAX_DIMENSION} (or unbounded, -1)"
+    return None
+
+
+def feature_problem(ft: FeatureTypes_pb2.FeatureType) -> str | None:
+    """What makes a feature type's sizes impossible (a negative or oversized dimension, an empty or
+    inverted range, too many elements), or None. The sizes of a description become numpy shapes
+    and random test inputs, so they are checked before anything is built from them."""
+    kind = feature_kind(ft)
+    if kind == "stateType":
+        inner = FeatureTypes_pb2.FeatureType()
+        inner.multiArrayType.CopyFrom(ft.stateType.arrayType)
+        return feature_problem(inner)
+    if kind == "multiArrayType":
+        ma = ft.multiArrayType
+        shapes = [list(ma.shape)] + [list(s.shape) for s in ma.enumeratedShapes.shapes]
+        for shape in shapes:
+            why = shape_problem(shape)
+            if why:
+                return f"shape {shape}: {why}"
+        for r in ma.shapeRange.sizeRanges:
+            why = _range_problem(r)
+            if why:
+                return f"shapeRange: {why}"
+        if len(ma.shapeRange.sizeRanges) > MAX_RANK:
+            return f"shapeRange: {len(ma.shapeRange.sizeRanges)} ranges, more than the {MAX_RANK} axes supported"
+        lowest = [int(r.lowerBound) for r in ma.shapeRange.sizeRanges]
+        why = shape_problem(lowest)
+        if why:
+            return f"shapeRange lower bounds {lowest}: {why}"
+    elif kind == "imageType":
+        im = ft.imageType
+        sizes = [(int(im.height), int(im.width))] + [(int(s.height), int(s.width)) for s in im.enumeratedSizes.sizes]
+        ranges = (im.imageSizeRange.heightRange, im.imageSizeRange.widthRange)
+        sizes.append(tuple(int(r.lowerBound) for r in ranges))
+        for h, w in sizes:
+            why = shape_problem([3, h, w])
+            if why:
+                return f"image size {h} x {w}: {why}"
+        for r in ranges:
+            why = _range_problem(r)
+            if why:
+                return f"imageSizeRange: {why}"
+    return None
+
+
+def check_description(d: Any) -> None:
+    """`DescriptionError` naming the first feature of a ModelDescription (or FunctionDescription,
+    all functions included) whose sizes are impossible (``feature_problem``)."""
+    for kind in ("input", "output", "state"):
+        for f in getattr(d, kind, ()):
+            why = feature_problem(f.type)
+            if why:
+                raise DescriptionError(f"{kind} '{f.name}': {why}")
+    for fd in getattr(d, "functions", ()):
+        check_description(fd)
+
+
 def _range_bounds(r: FeatureTypes_pb2.SizeRange) -> dict[str, Any] | None:
     """Bounds of a flexible axis from a SizeRange (upperBound < 0: unbounded); None when fixed."""
     upper = None if r.upperBound < 0 else int(r.upperBound)
@@ -109,6 +173,9 @@ def apply_bounds(t: Type, ft: FeatureTypes_pb2.FeatureType | None) -> Type:
     """Attach flexible-shape bounds from a feature description to ``t``'s symbolic dims."""
     if ft is None or not isinstance(t, TensorType) or t.shape is None:
         return t
+    why = feature_problem(ft)
+    if why:
+        raise DescriptionError(why)
     bounds = dimension_bounds(ft, len(t.shape))
     dims = []
     for d, b in zip(t.shape, bounds):
@@ -120,6 +187,9 @@ def apply_bounds(t: Type, ft: FeatureTypes_pb2.FeatureType | None) -> Type:
 
 def feature_to_type(ft: FeatureTypes_pb2.FeatureType, new_symbol: Callable[[], Symbol]) -> Type:
     """The IR type of a model input/output feature (multiArray, image, scalar, dict, state)."""
+    why = feature_problem(ft)
+    if why:
+        raise DescriptionError(why)
     kind = feature_kind(ft)
     if kind == "multiArrayType":
         ma = ft.multiArrayType

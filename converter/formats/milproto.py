@@ -8,6 +8,7 @@ strings. The reader also accepts the generic fields for any dtype (older produce
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -26,6 +27,7 @@ from ..ir.types import (
     TupleType,
     Type,
 )
+from ..limits import MAX_DIMENSION, MAX_RANK, shape_problem
 from .proto import MIL_pb2
 
 # MIL DataType enum <-> IR dtype names
@@ -90,10 +92,14 @@ def type_from_proto(vt: MIL_pb2.ValueType, new_symbol: Callable[[], Symbol]) -> 
             return TensorType(dt, None)
         if len(tt.dimensions) != tt.rank:
             raise CodecError(f"tensor type declares rank {tt.rank} but lists {len(tt.dimensions)} dimensions")
+        if tt.rank > MAX_RANK:
+            raise CodecError(f"tensor type of rank {tt.rank}: more than the {MAX_RANK} supported")
         dims: list[Any] = []
         for d in tt.dimensions:
             kind = d.WhichOneof("dimension")
             if kind == "constant":
+                if d.constant.size > MAX_DIMENSION:
+                    raise CodecError(f"tensor dimension {d.constant.size} is larger than {MAX_DIMENSION}")
                 dims.append(int(d.constant.size))
             elif kind == "unknown":
                 if d.unknown.variadic:
@@ -108,6 +114,8 @@ def type_from_proto(vt: MIL_pb2.ValueType, new_symbol: Callable[[], Symbol]) -> 
         length: Any = None
         kind = lt.length.WhichOneof("dimension")
         if kind == "constant":
+            if lt.length.constant.size > MAX_DIMENSION:
+                raise CodecError(f"list length {lt.length.constant.size} is larger than {MAX_DIMENSION}")
             length = int(lt.length.constant.size)
         return ListType(elem, length)
     if which == "tupleType":
@@ -187,7 +195,10 @@ def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
     if t.shape is None or any(isinstance(d, Symbol) for d in t.shape):
         raise CodecError(f"immediate value has a non-static type {t}")
     shape = tuple(int(d) for d in t.shape)
-    count = int(np.prod(shape)) if shape else 1
+    why = shape_problem(shape)
+    if why:
+        raise CodecError(f"immediate value of type {t}: {why}")
+    count = math.prod(shape)
     which = tv.WhichOneof("value")
     if which is None:
         if count != 0:
@@ -195,6 +206,8 @@ def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
         return np.zeros(shape, dtype=np.str_ if dt.name == "string" else dt.storage)
     if which == "bytes":
         data = tv.bytes.values
+        if dt.name == "string":
+            raise CodecError("bytes data for a string tensor (strings are stored as strings)")
         if dt.is_subbyte:
             arr = unpack_bits(data, dt, count)
         else:
@@ -306,8 +319,11 @@ def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol:
         d = {}
         for kv in iv.dictionary.values:
             k, _ = value_from_proto(kv.key, load_blob, new_symbol)
+            if not (isinstance(k, np.ndarray) and k.size == 1):
+                shown = f"a tensor of shape {list(k.shape)}" if isinstance(k, np.ndarray) else type(k).__name__
+                raise CodecError(f"a dictionary key must be a single value, got {shown}")
             val, _ = value_from_proto(kv.value, load_blob, new_symbol)
-            d[k.item() if isinstance(k, np.ndarray) else k] = val
+            d[k.item()] = val
         return d, t
     raise CodecError("immediate value is empty")
 

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
+import math
 import mmap
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
@@ -14,8 +14,10 @@ from google.protobuf.message import DecodeError
 
 from ..errors import FormatError
 from ..ir.types import TensorType, is_static_shape
+from ..limits import MAX_MODEL_FILE_BYTES, shape_problem
 from .atomic import atomic_write_bytes
 from .blob import BlobReader
+from .files import open_regular
 from .package import MLPackage, is_mlpackage, read_package
 from .proto import Model_pb2, NeuralNetwork_pb2
 from .protowire import WireError, split_payloads
@@ -54,7 +56,7 @@ class ModelFile:
         reader = self._readers.get(blob_path)
         if reader is None:
             try:
-                present = blob_path.is_file()
+                present = os.path.lexists(blob_path)
             except OSError as e:  # e.g. no permission to look into the weights directory
                 raise FormatError(f"weight file {file_name!r}: cannot read: {e.strerror or e}",
                                   file=str(self.model_path), field="blobFileValue.fileName") from None
@@ -63,7 +65,10 @@ class ModelFile:
                                   field="blobFileValue.fileName")
             reader = self._readers[blob_path] = BlobReader(blob_path)
         shape = tuple(int(d) for d in t.shape)
-        count = int(np.prod(shape)) if shape else 1
+        why = shape_problem(shape)
+        if why:
+            raise FormatError(f"weight of type {t}: {why}", file=str(self.model_path), field="blobFileValue")
+        count = math.prod(shape)
         return reader.read(offset, expected_dtype=t.dtype.name, expected_count=count).reshape(shape)
 
 
@@ -89,21 +94,32 @@ def _is_weight_payload(descriptor: object, number: int, length: int) -> bool:
         (number == 1 and length % 4 == 0) or (number == 2 and length % 2 == 0))
 
 
-def _read_bare(f: BinaryIO, path: Path) -> ModelFile:
-    """The model without its large weights, which stay in the file, mapped (views, not copies)."""
-    st = os.fstat(f.fileno())
-    if not stat.S_ISREG(st.st_mode):  # a pipe or device: no positioned reads, no mapping
-        return ModelFile(path, parse_model_bytes(f.read(), path))
-    size = st.st_size
+# A file the payload walk cannot split (malformed, or too many fields) is small enough below this
+# to be handed whole to protobuf's parser, which then says what is wrong (or reads it after all).
+_PARSE_WHOLE_MAX_BYTES = 64 << 20
+
+
+def _read_bare(f: BinaryIO, path: Path) -> tuple[Model_pb2.Model, list[tuple[int, memoryview]]]:
+    """The model without its large weights, which stay in the file, mapped (views, not copies);
+    ``f`` is a regular file (`open_regular`)."""
+    size = os.fstat(f.fileno()).st_size
     try:
         skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload)
-    except WireError:  # not well-formed: let protobuf's parser say what is wrong
-        return ModelFile(path, parse_model_bytes(f.read(), path))
+    except WireError as e:  # not well-formed: let protobuf's parser say what is wrong, when that is cheap
+        if size > _PARSE_WHOLE_MAX_BYTES:
+            raise FormatError(f"not a Core ML model (protobuf decoding failed: {e})", file=str(path)) from None
+        return parse_model_bytes(f.read(), path), []
     model = parse_model_bytes(skeleton, path)
     if not found:
-        return ModelFile(path, model)
+        return model, []
     view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
-    return ModelFile(path, model, payloads=[(number, view[start:start + n]) for number, start, n in found])
+    return model, [(number, view[start:start + n]) for number, start, n in found]
+
+
+def _read_model_proto(path: Path) -> tuple[Model_pb2.Model, list[tuple[int, memoryview]]]:
+    """A model file (bare, or a package's root model): a regular file of at most 2 GiB."""
+    with open_regular(path, max_bytes=MAX_MODEL_FILE_BYTES, what="model file") as f:
+        return _read_bare(f, path)
 
 
 def read_model_file(path: str | os.PathLike) -> ModelFile:
@@ -111,15 +127,16 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
     blob files of a package, and the large NeuralNetwork weights of a bare file)."""
     p = Path(path)
     try:
-        if not p.exists():
+        if not p.exists() and not p.is_symlink():
             raise FormatError("no such file or directory", file=str(p))
         if p.is_dir():
             if not is_mlpackage(p):
                 raise FormatError("directory is not an .mlpackage (no Manifest.json)", file=str(p))
             pkg = read_package(p)
-            return ModelFile(p, parse_model_bytes(pkg.read_model_bytes(), pkg.model_path), pkg)
-        with open(p, "rb") as f:
-            return _read_bare(f, p)
+            model, payloads = _read_model_proto(pkg.model_path)
+            return ModelFile(p, model, pkg, payloads=payloads)
+        model, payloads = _read_model_proto(p)
+        return ModelFile(p, model, payloads=payloads)
     except OSError as e:  # no permission, an I/O error, ...: name the file it happened to
         raise FormatError(f"cannot read: {e.strerror or e}", file=str(e.filename or p)) from None
 

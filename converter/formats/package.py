@@ -26,6 +26,7 @@ import json
 import os
 import re
 import shutil
+import stat
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from typing import Any
 
 from converter.errors import FormatError
 from converter.formats.atomic import atomic_write_bytes, fsync_tree, replace_path, temp_name_beside
+from converter.formats.files import file_kind, open_regular
+from converter.limits import MAX_MANIFEST_BYTES, MAX_MANIFEST_ITEMS, MAX_MODEL_FILE_BYTES
 
 __all__ = [
     "COREML_AUTHOR",
@@ -106,7 +109,8 @@ class MLPackage:
 
     def read_model_bytes(self) -> bytes:
         try:
-            return self.model_path.read_bytes()
+            with open_regular(self.model_path, max_bytes=MAX_MODEL_FILE_BYTES, what="model file") as f:
+                return f.read()
         except OSError as e:
             raise FormatError(f"cannot read: {e.strerror or e}", file=str(self.model_path)) from None
 
@@ -128,9 +132,10 @@ class MLPackage:
 
 
 def is_mlpackage(path: str | os.PathLike) -> bool:
-    """True for a directory with a Manifest.json (what a package looks like, valid or not)."""
+    """True for a directory with a Manifest.json (what a package looks like, valid or not: a
+    Manifest.json that is not a regular file is reported when the package is read)."""
     p = Path(path)
-    return p.is_dir() and (p / MANIFEST_NAME).is_file()
+    return p.is_dir() and os.path.lexists(p / MANIFEST_NAME)
 
 
 def _resolve_inside(root: Path, base: Path, rel: str, error: Callable[[str], FormatError]) -> Path:
@@ -186,19 +191,13 @@ def _read_package(given: Path) -> MLPackage:
     def error(message: str, field: str | None = None) -> FormatError:
         return FormatError(message, file=mfile, field=field)
 
-    if not manifest_path.is_file():
+    if not os.path.lexists(manifest_path):
         raise error("missing Manifest.json")
     if root not in Path(os.path.realpath(manifest_path)).parents:
         raise error("Manifest.json resolves outside the package (symlink)")
-    raw = manifest_path.read_bytes()
-    try:
-        manifest = json.loads(raw)
-    except json.JSONDecodeError as e:
-        raise FormatError(
-            f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})", file=mfile, offset=e.pos
-        ) from None
-    except UnicodeDecodeError as e:
-        raise FormatError(f"invalid JSON: not UTF-8 ({e.reason})", file=mfile, offset=e.start) from None
+    with open_regular(given / MANIFEST_NAME, max_bytes=MAX_MANIFEST_BYTES, what="Manifest.json") as f:
+        raw = f.read()
+    manifest = _parse_json(raw, mfile)
     if not isinstance(manifest, dict):
         raise error(f"top level must be a JSON object, got {type(manifest).__name__}")
 
@@ -216,6 +215,8 @@ def _read_package(given: Path) -> MLPackage:
     entries = manifest.get("itemInfoEntries", {})
     if not isinstance(entries, dict):
         raise error("must be a JSON object", "itemInfoEntries")
+    if len(entries) > MAX_MANIFEST_ITEMS:
+        raise error(f"{len(entries)} items, more than the {MAX_MANIFEST_ITEMS} a package can list", "itemInfoEntries")
     data_dir = root / DATA_DIR_NAME
     items: dict[str, PackageItem] = {}
     for identifier, entry in entries.items():
@@ -242,9 +243,28 @@ def _read_package(given: Path) -> MLPackage:
     root_item = items[root_id]
     if not os.path.exists(root_item.location):
         raise _entry_error(error, root_id, root_item.path)(f"{DATA_DIR_NAME}/{root_item.path} does not exist")
-    if not root_item.location.is_file():
-        raise error(f"root model item {items[root_id].path!r} is not a file", "rootModelIdentifier")
+    root_mode = os.stat(root_item.location).st_mode
+    if not stat.S_ISREG(root_mode):
+        raise error(f"root model item {root_item.path!r} is not a regular file: it is {file_kind(root_mode)}",
+                    "rootModelIdentifier")
     return MLPackage(root, manifest_path, version, items, root_id)
+
+
+def _parse_json(raw: bytes, mfile: str) -> Any:
+    """The manifest's JSON value; `FormatError` for anything the json module refuses, including
+    nesting too deep for it (RecursionError) and integers too long to convert (ValueError)."""
+    try:
+        return json.loads(raw)
+    except json.JSONDecodeError as e:
+        raise FormatError(
+            f"invalid JSON: {e.msg} (line {e.lineno}, column {e.colno})", file=mfile, offset=e.pos
+        ) from None
+    except UnicodeDecodeError as e:
+        raise FormatError(f"invalid JSON: not UTF-8 ({e.reason})", file=mfile, offset=e.start) from None
+    except RecursionError:
+        raise FormatError("invalid JSON: nested too deeply", file=mfile) from None
+    except ValueError as e:  # e.g. an integer of thousands of digits (its advice on limits is not the user's)
+        raise FormatError(f"invalid JSON: {str(e).split(';')[0]}", file=mfile) from None
 
 
 def _item(path: str, name: str, description: str) -> dict[str, str]:

@@ -10,7 +10,10 @@ unknown field whose value is the payload's index; it returns where each payload 
 so that the caller can map it. ``payload_indices`` reads the markers back from the parsed message.
 
 The walk reads the file through ``os.pread`` in small windows, never touching the payloads' pages
-(touching one byte of a mapped file maps its whole page-cache folio, up to megabytes).
+(touching one byte of a mapped file maps its whole page-cache folio, up to megabytes). It is bounded
+like protobuf's own parser (field number 0 is invalid; messages nest at most 100 deep) and in work:
+a file of millions of tiny fields (a hostile one: a run of zero bytes, a scalar repeated a million
+times) stops the walk after ``MAX_FIELDS`` fields with a `WireError`, instead of walking for minutes.
 """
 
 from __future__ import annotations
@@ -21,11 +24,17 @@ from collections.abc import Callable
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
 
+from ..limits import MAX_NESTING
+
 # The marker's field number: the largest protobuf allows, used by no Core ML message.
 MARKER_FIELD = (1 << 29) - 1
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _MARKER_KEY = bytes([0xF8, 0xFF, 0xFF, 0xFF, 0x0F])  # (MARKER_FIELD << 3) | _VARINT as a varint
 _WINDOW = 1 << 16
+#: Fields walked in one file, at most (a quarter of a second of walking): the shared real models
+#: hold at most 12,301 (weights are one packed field each); a file with more is read by protobuf's
+#: parser instead (when small enough: model_file).
+MAX_FIELDS = 200_000
 
 # decides whether to take a length-delimited, non-message field out: (message, field number, length)
 Take = Callable[[Descriptor, int, int], bool]
@@ -41,6 +50,7 @@ class _File:
     def __init__(self, fd: int, size: int) -> None:
         self.fd, self.size = fd, size
         self.base, self.window = 0, b""
+        self.fields_left = MAX_FIELDS
 
     def read(self, pos: int, n: int) -> bytes:
         if pos + n > self.size:
@@ -77,17 +87,24 @@ def split_payloads(fd: int, size: int, descriptor: Descriptor, take: Take) -> tu
     """(the message in the file without the payloads ``take`` picks, [(field number, offset, length)]
     of those payloads, in marker index order)."""
     payloads: list[tuple[int, int, int]] = []
-    return bytes(_split(_File(fd, size), 0, size, descriptor, take, payloads)), payloads
+    return bytes(_split(_File(fd, size), 0, size, descriptor, take, payloads, 0)), payloads
 
 
 def _split(f: _File, pos: int, end: int, descriptor: Descriptor, take: Take,
-           payloads: list[tuple[int, int, int]]) -> bytearray:
+           payloads: list[tuple[int, int, int]], depth: int) -> bytearray:
+    if depth > MAX_NESTING:
+        raise WireError(f"messages nested more than {MAX_NESTING} deep")
     # first the fields' extents: (number, start, end of key, start of body or None, end)
     entries = []
     while pos < end:
         start = pos
+        f.fields_left -= 1
+        if f.fields_left < 0:
+            raise WireError(f"more than {MAX_FIELDS} fields")
         key, pos = f.varint(pos)
         number, wire = key >> 3, key & 7
+        if number == 0:
+            raise WireError(f"field number 0 at offset {start}")
         body = None
         if wire == _VARINT:
             _, pos = f.varint(pos)
@@ -114,7 +131,7 @@ def _split(f: _File, pos: int, end: int, descriptor: Descriptor, take: Take,
     for number, start, key_end, body, stop in entries:
         fd = fields.get(number) if body is not None else None
         if fd is not None and fd.type == FieldDescriptor.TYPE_MESSAGE:
-            inner = _split(f, body, stop, fd.message_type, take, payloads)
+            inner = _split(f, body, stop, fd.message_type, take, payloads, depth + 1)
             out += f.read(start, key_end - start)
             out += _encode_varint(len(inner))
             out += inner

@@ -15,6 +15,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ..errors import ConverterError, FormatError, TypeInferenceError, UnsupportedError
 from ..formats import description as desc
 from ..formats.milproto import CodecError, type_from_proto, value_from_proto
@@ -39,6 +41,12 @@ def opset_from_mil(name: str, *, file: str, function: str) -> str:
         raise UnsupportedError(f"unknown opset '{name}' (known: {', '.join(sorted(MIL_TO_OPSET))}, CoreML9)",
                                file=file, function=function, field="opset")
     return opset
+
+
+def _describe_value(v: Any) -> str:
+    if isinstance(v, np.ndarray):
+        return f"a {v.dtype} tensor of shape {list(v.shape)}"
+    return f"a {type(v).__name__}"
 
 
 def _refine(declared: Type, inferred: Type) -> Type:
@@ -119,6 +127,10 @@ class _Loader:
                               field="mlProgram.version")
         if not spec.functions:
             raise FormatError("MIL program has no functions", file=self.file, field="mlProgram.functions")
+        try:
+            desc.check_description(model.description)
+        except desc.DescriptionError as e:
+            raise FormatError(str(e), file=self.file, field="description") from None
         prog = Program()
         prog.doc_string = spec.docString
         for key, val in spec.attributes.items():
@@ -210,7 +222,11 @@ class _Loader:
         if "name" in attrs:
             name_val, _ = self.decode_value(attrs.pop("name"), function=fname, op_type=ospec.type,
                                             field="attributes.name")
-            op_name = str(name_val.reshape(-1)[0]) if hasattr(name_val, "reshape") else str(name_val)
+            if not (isinstance(name_val, np.ndarray) and name_val.dtype.kind in "USO" and name_val.size == 1):
+                raise FormatError(f"attribute 'name' must be one string, got {_describe_value(name_val)}",
+                                  file=self.file, function=fname, op=op_name, op_type=ospec.type,
+                                  field="attributes.name")
+            op_name = str(name_val.reshape(-1)[0])
         return op_name
 
     def write_state(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, read: MIL_pb2.Operation | None,

@@ -104,7 +104,12 @@ class Builder:
             t = const_type(val)
         else:
             d = dtype(dt) if dt is not None else None
-            arr = np.asarray(val) if d is None else np.asarray(val, dtype=d.storage)
+            try:
+                arr = np.asarray(val) if d is None else np.asarray(val, dtype=d.storage)
+            except (OverflowError, ValueError, TypeError) as e:  # e.g. a parameter of 3.4e38 for an int64 input
+                shown = repr(val) if np.size(val) <= 8 else f"an array of {np.size(val)} values"
+                raise TypeInferenceError(f"constant {shown} does not fit dtype {d.name if d else '?'}: {e}",
+                                         op=name) from None
             if d is None and not isinstance(val, (np.ndarray, np.generic)):
                 # Python literals: floats are fp32 and ints int32 (MIL's defaults), unless asked
                 if arr.dtype == np.float64:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConverterError, EvaluationError
+from ..limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, size_text
 from .core import Block, Function, Op, Program, Value
 from .opdef import EvalArgs
 from .runtime import ListValue, StateCell
@@ -93,15 +94,31 @@ def lookup_function(program: Program, name: str | None = None) -> Function:
 
 
 class Interpreter:
-    """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own."""
+    """Executes a Program. ``seed`` fixes the streams of random ops that have no seed of their own.
 
-    def __init__(self, program: Program, *, seed: int = 0) -> None:
+    A model is untrusted, so a run is bounded: loops stop with an `EvaluationError` after
+    ``max_loop_iterations`` iterations, all loops of one run together (nested loops count every inner
+    iteration, so two nested loops cannot multiply their way past the bound; default
+    `limits.DEFAULT_MAX_LOOP_ITERATIONS`), and an op whose declared output would take more than
+    ``max_tensor_bytes`` (default `limits.DEFAULT_MAX_TENSOR_BYTES`) is refused before it runs.
+    KeyboardInterrupt is never caught: Ctrl-C stops a run between two ops at the latest.
+    """
+
+    def __init__(self, program: Program, *, seed: int = 0, max_loop_iterations: int | None = None,
+                 max_tensor_bytes: int | None = None) -> None:
         self.program = program
         self.seed = seed
+        self.max_loop_iterations = _positive("max_loop_iterations", max_loop_iterations,
+                                             DEFAULT_MAX_LOOP_ITERATIONS)
+        self.max_tensor_bytes = _positive("max_tensor_bytes", max_tensor_bytes, DEFAULT_MAX_TENSOR_BYTES)
+        self.loop_iterations = 0  # in the current run
+        self._sizes_checked: set[Op] = set()
+        self._releases: dict[Block, dict[int, list[Value]]] = {}
 
     # -- public ----------------------------------------------------------------------------------
 
     def run(self, feeds: Mapping[str, Any], function: str | None = None) -> dict[str, Any]:
+        self.loop_iterations = 0
         fn = lookup_function(self.program, function)
         args = self._bind_inputs(fn, feeds)
         outs = self.run_block(fn.block, args, {})
@@ -113,13 +130,31 @@ class Interpreter:
             raise EvaluationError(f"block expects {len(block.inputs)} inputs, got {len(inputs)}")
         for v, x in zip(block.inputs, inputs):
             env[v] = x
-        for op in block.ops:
+        release = self._releases.get(block)
+        if release is None:
+            release = self._releases[block] = _release_plan(block)
+        for i, op in enumerate(block.ops):
+            if op not in self._sizes_checked:
+                self._check_output_sizes(op)
             self._run_op(op, env)
+            for v in release.get(i, ()):
+                env.pop(v, None)
         return [env[v] for v in block.outputs]
 
     def run_op(self, op: Op, env: dict[Value, Any]) -> None:
-        """Evaluate one op, reading its inputs from and writing its outputs to ``env``."""
+        """Evaluate one op, reading its inputs from and writing its outputs to ``env`` (not bounded
+        by ``max_tensor_bytes``: a backend decompressing a weight the file holds uses this)."""
         self._run_op(op, env)
+
+    def count_loop_iteration(self) -> None:
+        """Called by loop kernels before each iteration; raises once the run's loops have taken
+        ``max_loop_iterations`` iterations."""
+        self.loop_iterations += 1
+        if self.loop_iterations > self.max_loop_iterations:
+            raise EvaluationError(
+                f"loops did not finish within {self.max_loop_iterations} iterations (all loops of the run together), "
+                "the interpreter's limit: raise it with max_loop_iterations=... (converter.run) or "
+                "--max-loop-iterations (command line)")
 
     def rng(self, op: Op, seed: int | None) -> np.random.Generator:
         if seed is not None and int(seed) >= 0:
@@ -161,6 +196,18 @@ class Interpreter:
             out.append(x)
         return out
 
+    def _check_output_sizes(self, op: Op) -> None:
+        """Refuse an op of a run whose declared (static) outputs would take more than
+        ``max_tensor_bytes`` (checked once per op: types do not change while a program runs)."""
+        for v in op.outputs:
+            nbytes = static_nbytes(v.type)
+            if nbytes is not None and nbytes > self.max_tensor_bytes:
+                raise EvaluationError(
+                    f"output '{v.name}' of type {v.type} would take {size_text(nbytes)}, more than the "
+                    f"interpreter's limit of {size_text(self.max_tensor_bytes)} per tensor (raise it with "
+                    "max_tensor_bytes=... or --max-tensor-mib)", **op.location())
+        self._sizes_checked.add(op)
+
     def _run_op(self, op: Op, env: dict[Value, Any]) -> None:
         opdef = op.opdef
         try:
@@ -197,6 +244,60 @@ class Interpreter:
         return ", ".join(parts) or "none"
 
 
-def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0) -> dict[str, Any]:
-    """Run ``program`` on ``feeds`` ({input name: array}) and return {output name: array}."""
-    return Interpreter(program, seed=seed).run(feeds, function)
+def _release_plan(block: Block) -> dict[int, list[Value]]:
+    """{op index: values of ``block`` no op after it reads}: what a run of the block can drop after
+    each op, so that it holds only live values (a run of a large model otherwise keeps every
+    intermediate tensor until the end). A value read inside a nested block counts as read by the
+    op of ``block`` that owns the nested block; block outputs and anything read from elsewhere
+    stay."""
+    position = {op: i for i, op in enumerate(block.ops)}
+    plan: dict[int, list[Value]] = {}
+    for i, op in enumerate(block.ops):
+        for v in op.outputs:
+            last: int | None = i
+            for use in v.uses:
+                if isinstance(use.user, Block):  # an output of this block, or of a nested one
+                    user = None if use.user is block else use.user.parent_op
+                else:
+                    user = use.user
+                while user is not None and user.block is not block:
+                    user = user.block.parent_op if user.block is not None else None
+                if user is None:  # a block output, or a use outside this block: keep it
+                    last = None
+                    break
+                last = max(last, position[user])
+            if last is not None:
+                plan.setdefault(last, []).append(v)
+    return plan
+
+
+def static_nbytes(t: Type) -> int | None:
+    """The bytes a tensor of type ``t`` takes, when its shape is static (else None); for a list of
+    known length, its slots (8 bytes each) or its elements when their shape is static."""
+    if isinstance(t, ListType) and isinstance(t.length, int):
+        elem = static_nbytes(t.elem)
+        return t.length * max(elem or 0, 8)
+    if not isinstance(t, TensorType) or t.shape is None:
+        return None
+    n = t.dtype.storage.itemsize
+    for d in t.shape:
+        if not is_static_dim(d):
+            return None
+        n *= int(d)
+    return n
+
+
+def _positive(name: str, value: int | None, default: int) -> int:
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise EvaluationError(f"{name} must be a positive integer, got {value!r}")
+    return int(value)
+
+
+def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
+        max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> dict[str, Any]:
+    """Run ``program`` on ``feeds`` ({input name: array}) and return {output name: array} (bounds: see
+    `Interpreter`)."""
+    return Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
+                       max_tensor_bytes=max_tensor_bytes).run(feeds, function)

@@ -10,6 +10,7 @@ the verifier and the builder all use this one definition.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,7 +18,8 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import numpy as np
 
-from ..errors import TypeInferenceError, UnsupportedError
+from ..errors import EvaluationError, TypeInferenceError, UnsupportedError
+from ..limits import MAX_RANK, shape_problem, size_text
 from .types import (
     DType,
     ListType,
@@ -27,6 +29,7 @@ from .types import (
     TupleType,
     Type,
     fresh_symbol,
+    is_static_dim,
 )
 
 if TYPE_CHECKING:
@@ -208,6 +211,17 @@ class EvalArgs(_Args):
     def run_block(self, block: Block, inputs: Sequence[Any]) -> list[Any]:
         return self.interpreter.run_block(block, inputs, self.env)
 
+    def check_intermediate(self, shape: Sequence[int], itemsize: int = 4) -> None:
+        """For kernels that allocate more than their declared outputs (a padded copy, a transposed
+        convolution's uncropped result): the run's bound on one tensor applies to that too (a
+        crafted stride of 10^6 with a small cropped output asked for 27 GiB)."""
+        limit = getattr(self.interpreter, "max_tensor_bytes", None)
+        nbytes = math.prod(int(d) for d in shape) * itemsize
+        if limit is not None and nbytes > limit:
+            raise EvaluationError(f"an intermediate result of shape {[int(d) for d in shape]} would take "
+                                  f"{size_text(nbytes)}, more than the interpreter's limit of {size_text(limit)} "
+                                  "per tensor (max_tensor_bytes)")
+
     def rng(self, seed: int | None) -> np.random.Generator:
         return self.interpreter.rng(self.op, seed)
 
@@ -305,12 +319,23 @@ class OpDef:
         """Check inputs and infer output types, with errors naming the op."""
         self.check_inputs(op, is_const)
         try:
-            return list(self.infer(InferArgs(self, op)))
+            types = list(self.infer(InferArgs(self, op)))
         except TypeInferenceError as e:
             e.with_location(**op.location())
             raise
-        except (ValueError, TypeError, IndexError, KeyError) as e:  # numpy AxisError is a ValueError
+        # numpy AxisError is a ValueError; OverflowError: a size or value out of a dtype's range
+        except (ValueError, TypeError, IndexError, KeyError, OverflowError) as e:
             raise TypeInferenceError(f"type inference failed: {type(e).__name__}: {e}", **op.location()) from e
+        for i, t in enumerate(types):
+            # sizes computed from parameters (a range of 1e30 elements, tiles of tiles) stay within
+            # what a tensor can be: this is where every frontend's ops get their output types
+            if isinstance(t, TensorType) and t.shape is not None:
+                why = shape_problem([d for d in t.shape if is_static_dim(d)]) if len(t.shape) <= MAX_RANK else \
+                    f"rank {len(t.shape)} is more than the {MAX_RANK} supported"
+                if why:
+                    raise TypeInferenceError(f"output {i} would have shape {[str(d) for d in t.shape]}: {why}",
+                                             **op.location())
+        return types
 
 
 _OPDEF_CLASSES: dict[str, type[OpDef]] = {}

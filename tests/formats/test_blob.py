@@ -491,7 +491,7 @@ def test_bad_header(tmp_path, name, patch, truncate, message):
 
 
 def test_missing_file(tmp_path):
-    with pytest.raises(FormatError, match="cannot open weight file"):
+    with pytest.raises(FormatError, match="cannot read weight file: No such file"):
         BlobReader(tmp_path / "nope.bin")
 
 

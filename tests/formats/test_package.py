@@ -193,7 +193,7 @@ def test_escaping_blob_file_name_rejected(tmp_path, file_name, message):
     "change,message,field",
     [
         ({"rootModelIdentifier": "nope"}, "names no item", "rootModelIdentifier"),
-        ({"rootModelIdentifier": WEIGHTS_ID}, "is not a file", "rootModelIdentifier"),
+        ({"rootModelIdentifier": WEIGHTS_ID}, "is not a regular file: it is a directory", "rootModelIdentifier"),
         ({"itemInfoEntries": []}, "must be a JSON object", "itemInfoEntries"),
         ({"itemInfoEntries": {MODEL_ID: "x"}}, "must be a JSON object", f"itemInfoEntries.{MODEL_ID}"),
         ({"itemInfoEntries": {MODEL_ID: {"path": 3}}}, "'path' must be a string", f"itemInfoEntries.{MODEL_ID}"),

@@ -13,6 +13,7 @@ from ...formats.proto import NeuralNetwork_pb2
 from ...ir.builder import Builder
 from ...ir.core import Value
 from ...ir.types import TensorType
+from ...limits import shape_problem
 from . import weights as wmod
 
 
@@ -130,6 +131,9 @@ class LayerContext:
 
     def weight_data(self, wp: NeuralNetwork_pb2.WeightParams, shape: Sequence[int], what: str,
                     *, axis: int = 0) -> wmod.Weight:
+        why = shape_problem(shape)
+        if why:
+            raise self.fail(f"{what}: shape {[int(s) for s in shape]}: {why}", field=what)
         try:
             return wmod.decode(wp, tuple(int(s) for s in shape), axis=axis, payloads=self._payloads)
         except wmod.WeightError as e:

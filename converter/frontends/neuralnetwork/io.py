@@ -82,6 +82,11 @@ def to_network(b: Builder, v: Value, ft: FeatureTypes_pb2.FeatureType, *, rank5:
     """A feature value (declared form) -> the tensor the network's layers consume (``file``: for
     errors)."""
     kind = desc.feature_kind(ft)
+    if kind in ("imageType", "multiArrayType") and not isinstance(v.type, TensorType):
+        # a pipeline's stage declaring an array or image input that an earlier declaration made a dictionary
+        what = "an image" if kind == "imageType" else "a multiArray"
+        raise FormatError(f"network input '{name}' is declared as {what}, but it receives a value of type {v.type}",
+                          file=file, field="description.input")
     if kind == "imageType":
         v = preprocess_image(b, v, ft, preprocessing, name, file=file)
         if image_mapping == RANK5_IMAGE:

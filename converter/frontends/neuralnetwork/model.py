@@ -27,6 +27,7 @@ from ...ir.types import Symbol, TensorType, Type, fp32, fresh_symbol, scalar
 from ...passes.dce import DeadCodeElimination
 from . import io
 from .context import LayerContext, NetworkState, Options
+from .parameters import parameter_problem
 from .registry import lowering_for
 from .weights import has_weights, iter_weight_params
 
@@ -212,6 +213,9 @@ class NetworkConverter:
             lower = lowering_for(kind)
             ctx = LayerContext(state, layer, b, self)
             assert lower is not None, kind  # check_layers ran first
+            bad = parameter_problem(ctx.params, kind) if ctx.params is not None else None
+            if bad is not None:
+                raise ctx.fail(bad[1], field=bad[0])
             try:
                 outs = lower(ctx)
             except TypeInferenceError as e:  # an IR op refused what the layer gave it: a malformed layer
@@ -330,6 +334,11 @@ def load_neural_network(mf: ModelFile, options: Options | None = None) -> Progra
     file = str(mf.path)
     model = mf.model
     models = stages(model, file)
+    for m in [model, *models]:
+        try:
+            desc.check_description(m.description)
+        except desc.DescriptionError as e:
+            raise FormatError(str(e), file=file, field="description") from None
     check_layers(models, file)
     d = model.description
     names = [f.name for f in d.input]

@@ -8,7 +8,7 @@ Kernels accumulate in fp32 (fp16 inputs are widened) and round once to the outpu
 from __future__ import annotations
 
 import math
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -17,6 +17,9 @@ import numpy as np
 from ..opdef import EvalArgs, InferArgs, OpDef, register
 from ..types import Dim, TensorType, Type, fresh_symbol, is_static_dim
 from ._util import as_int_list
+
+# sees the shape of an intermediate result before it is allocated (EvalArgs.check_intermediate)
+Check = Callable[[tuple[int, ...]], None]
 
 # pad_type values and how 'same' splits an odd total: 'same' puts the extra row/column after
 # (bottom/right, TF's SAME), 'same_lower' before.
@@ -103,10 +106,14 @@ class Window:
         k = self.effective(i)
         return is_static_dim(k) and sum(self.custom_pad[i]) == int(k) - 1
 
-    def padded(self, x: np.ndarray, fill: float) -> tuple[np.ndarray, tuple[int, ...]]:
+    def out_sizes(self, in_sizes: tuple[int, ...]) -> tuple[int, ...]:
+        return tuple(self.out_size(i, n) for i, n in enumerate(in_sizes))
+
+    def padded(self, x: np.ndarray, fill: float, check: Check | None = None) -> tuple[np.ndarray, tuple[int, ...]]:
         """``x`` padded with ``fill`` so every output window is in range, and the output sizes.
 
-        Beyond the explicit padding this adds the overhang ceil_mode's last window needs.
+        Beyond the explicit padding this adds the overhang ceil_mode's last window needs. ``check``
+        (`EvalArgs.check_intermediate`) sees the padded shape before it is allocated.
         """
         in_sizes = x.shape[2:]
         outs = tuple(self.out_size(i, n) for i, n in enumerate(in_sizes))
@@ -114,6 +121,8 @@ class Window:
         for i, (n, (before, after)) in enumerate(zip(in_sizes, self.pads(in_sizes))):
             overhang = max((outs[i] - 1) * self.strides[i] + int(self.effective(i)) - (n + before + after), 0)
             widths.append((before, after + overhang))
+        if check is not None:
+            check(tuple(n + b + e for n, (b, e) in zip(x.shape, widths)))
         return np.pad(x, widths, constant_values=fill), outs
 
     def taps(self, outs: tuple[int, ...]) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...]]]:
@@ -199,12 +208,12 @@ def _with_bias(a: EvalArgs, y: np.ndarray) -> np.ndarray:
 # conv
 
 
-def conv_forward(x: np.ndarray, w: np.ndarray, groups: int, win: Window) -> np.ndarray:
+def conv_forward(x: np.ndarray, w: np.ndarray, groups: int, win: Window, check: Check | None = None) -> np.ndarray:
     """Grouped, strided, dilated cross-correlation in fp32: ``[N, C, *D]`` -> ``[N, C_out, *D_out]``.
 
     One batched matmul per kernel position (channels reduced by BLAS), no im2col copy.
     """
-    xp, outs = win.padded(x.astype(np.float32, copy=False), 0.0)
+    xp, outs = win.padded(x.astype(np.float32, copy=False), 0.0, check)
     n, c = x.shape[:2]
     c_out = w.shape[0]
     wg = w.astype(np.float32, copy=False).reshape((groups, c_out // groups, c // groups) + w.shape[2:])
@@ -254,7 +263,7 @@ class _ConvBase(SpatialDefaults):
         w = self.weight(a)
         win = read_window(a, tuple(w.shape[2:]))
         with np.errstate(all="ignore"):  # inf and NaN propagate as IEEE says
-            y = _with_bias(a, conv_forward(np.asarray(a["x"]), w, _groups(a), win))
+            y = _with_bias(a, conv_forward(np.asarray(a["x"]), w, _groups(a), win, a.check_intermediate))
         return [y.astype(a.out_types[0].dtype.storage)]
 
 
@@ -313,7 +322,7 @@ class ConvQuantized(_ConvBase):
 
 def conv_transpose_forward(x: np.ndarray, w: np.ndarray, groups: int, strides: tuple[int, ...],
                            dilations: tuple[int, ...], crop_before: tuple[int, ...],
-                           out_sizes: tuple[int, ...]) -> np.ndarray:
+                           out_sizes: tuple[int, ...], check: Check | None = None) -> np.ndarray:
     """Transposed convolution in fp32: every input element scatters ``w`` into the full output
     (length ``(D - 1) * s + (K - 1) * d + 1``), which is then cropped to
     ``[crop_before, crop_before + out)``; positions past the full output are zeros.
@@ -323,6 +332,8 @@ def conv_transpose_forward(x: np.ndarray, w: np.ndarray, groups: int, strides: t
     og = w.shape[1]
     full = [(i - 1) * s + (k - 1) * d + 1 for i, k, s, d in zip(in_sizes, kernel, strides, dilations)]
     size = tuple(max(f, b + o) for f, b, o in zip(full, crop_before, out_sizes))
+    if check is not None:
+        check((n, groups, og) + size)
     y = np.zeros((n, groups, og) + size, np.float32)
     xg = x.astype(np.float32, copy=False).reshape(n, groups, c // groups, math.prod(in_sizes))
     wg = w.astype(np.float32, copy=False).reshape((groups, c // groups, og) + kernel)
@@ -418,5 +429,6 @@ class ConvTranspose(SpatialDefaults):
         outs = tuple(given[2:]) if given is not None else tuple(self._out_size(win, i, x.shape[2 + i]) for i in spatial)
         crop = tuple(self._crop_before(win, i, x.shape[2 + i], outs[i]) for i in spatial)
         with np.errstate(all="ignore"):
-            y = _with_bias(a, conv_transpose_forward(x, w, _groups(a), win.strides, win.dilations, crop, outs))
+            y = _with_bias(a, conv_transpose_forward(x, w, _groups(a), win.strides, win.dilations, crop, outs,
+                                                     a.check_intermediate))
         return [y.astype(a.out_types[0].dtype.storage)]

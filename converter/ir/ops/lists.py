@@ -109,6 +109,8 @@ class MakeList(OpDef):
                 raise a.fail(f"elem_shape entries must be scalars, got shape {list(np.shape(val))}")
         length = a.value("init_length")
         length = a.new_symbol() if length is None else int(np.asarray(length))
+        if isinstance(length, int) and length < 0:
+            raise a.fail(f"init_length must not be negative, got {length}")
         dynamic = bool(np.asarray(a.value("dynamic_length")))
         return [ListType(TensorType(DTYPES[dtype], tuple(dims)), length, dynamic)]
 

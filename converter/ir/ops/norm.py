@@ -229,7 +229,9 @@ class LocalResponseNorm(OpDef):
         sq = np.moveaxis(x.astype(_F32), -3, 0) ** 2  # channels first
         channels = sq.shape[0]
         window = np.zeros_like(sq)
-        for offset in range(-(size // 2), (size - 1) // 2 + 1):
+        # offsets of a channel count or more add nothing: only those below it are visited (a window of
+        # 2^31 channels would otherwise loop 2^31 times)
+        for offset in range(max(-(size // 2), -channels), min((size - 1) // 2, channels) + 1):
             lo, hi = max(0, -offset), min(channels, channels - offset)  # c with c + offset in range
             if lo < hi:
                 window[lo:hi] += sq[lo + offset:hi + offset]

@@ -6,6 +6,8 @@ which lets the last window hang over the end of the padded input. Kernels comput
 
 from __future__ import annotations
 
+import math
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
@@ -64,6 +66,50 @@ def _window_sum(xp: np.ndarray, win: Window, outs: tuple[int, ...]) -> np.ndarra
     return total
 
 
+def _few_outputs(win: Window, outs: tuple[int, ...]) -> bool:
+    """Whether to loop over output positions rather than kernel taps: a window larger than the
+    output (global pooling; a crafted kernel of 10^6 taps over a padded 4 x 4 input, which would
+    loop a million times) is reduced once per output position, over the part of the input it
+    covers, without padding the input at all."""
+    return math.prod(int(k) for k in win.kernel) > math.prod(outs)
+
+
+def _output_windows(win: Window, sizes: tuple[int, ...], outs: tuple[int, ...], *, exclude: bool = True
+                    ) -> Iterator[tuple[tuple[int, ...], tuple[slice, ...], int]]:
+    """For each output position: its index, the slice of the (unpadded) input its window covers,
+    and how many cells of the window the average divides by (the input cells; with ``exclude``
+    false also the explicit padding, never the ceil_mode overhang)."""
+    pads = win.pads(sizes)
+    per_dim = []
+    for i, (n, (before, after)) in enumerate(zip(sizes, pads)):
+        k, stride = int(win.kernel[i]), win.strides[i]
+        dim = []
+        for o in range(outs[i]):
+            start = o * stride - before
+            lo, hi = max(start, 0), min(start + k, n)
+            counted = (hi - lo) if exclude else min(start + k, n + after) - max(start, -before)
+            dim.append((slice(lo, max(lo, hi)), max(counted, 0)))
+        per_dim.append(dim)
+    for index in np.ndindex(*outs):
+        picked = [per_dim[i][o] for i, o in enumerate(index)]
+        yield index, tuple(sl for sl, _ in picked), math.prod(c for _, c in picked)
+
+
+def _reduce_by_output(x: np.ndarray, win: Window, outs: tuple[int, ...], empty: float, reduce: Any,
+                      exclude: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(``reduce`` of each window's input cells, or ``empty`` for a window of padding only; the
+    average's divisor per output position)."""
+    y = np.full(x.shape[:2] + outs, empty, np.float32)
+    counts = np.ones(outs, np.float32)
+    axes = tuple(range(2, x.ndim))
+    for index, region, count in _output_windows(win, x.shape[2:], outs, exclude=exclude):
+        part = x[(slice(None), slice(None)) + region]
+        if part.size:
+            y[(slice(None), slice(None)) + index] = reduce(part, axis=axes)
+        counts[index] = count
+    return y, counts
+
+
 @register
 class MaxPool(_Pool):
     """Maximum over each window; padding never wins (it is -inf), NaN propagates."""
@@ -71,7 +117,10 @@ class MaxPool(_Pool):
     op_type = "max_pool"
 
     def pool(self, a: EvalArgs, x: np.ndarray, win: Window) -> np.ndarray:
-        xp, outs = win.padded(x, -np.inf)
+        outs = win.out_sizes(x.shape[2:])
+        if _few_outputs(win, outs):
+            return _reduce_by_output(x, win, outs, -np.inf, np.max)[0]
+        xp, outs = win.padded(x, -np.inf, a.check_intermediate)
         y = np.full(x.shape[:2] + outs, -np.inf, np.float32)
         for _, window in win.taps(outs):
             y = np.maximum(y, xp[window])
@@ -87,8 +136,12 @@ class AvgPool(_Pool):
     op_type = "avg_pool"
 
     def pool(self, a: EvalArgs, x: np.ndarray, win: Window) -> np.ndarray:
-        xp, outs = win.padded(x, 0.0)
         exclude = bool(np.asarray(a["exclude_padding_from_average"]).reshape(-1)[0])
+        outs = win.out_sizes(x.shape[2:])
+        if _few_outputs(win, outs):
+            total, count = _reduce_by_output(x, win, outs, 0.0, np.sum, exclude)
+            return total / np.maximum(count, 1.0)
+        xp, outs = win.padded(x, 0.0, a.check_intermediate)
         # 1 where a position counts towards the divisor: the input, plus the explicit padding
         # when it is averaged in; the ceil_mode overhang (added by padded()) never counts.
         region = tuple(slice(b if exclude else 0, b + n + (0 if exclude else e))
@@ -107,5 +160,8 @@ class L2Pool(_Pool):
     max_spatial = 2
 
     def pool(self, a: EvalArgs, x: np.ndarray, win: Window) -> np.ndarray:
-        xp, outs = win.padded(x * x, 0.0)
+        outs = win.out_sizes(x.shape[2:])
+        if _few_outputs(win, outs):
+            return np.sqrt(_reduce_by_output(x * x, win, outs, 0.0, np.sum)[0])
+        xp, outs = win.padded(x * x, 0.0, a.check_intermediate)
         return np.sqrt(_window_sum(xp, win, outs))

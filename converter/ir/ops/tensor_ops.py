@@ -277,8 +277,10 @@ def _range_length(start: Any, end: Any, step: Any) -> int:
         raise ValueError("range_1d step must not be 0")
     if all(isinstance(v, int) for v in (start, end, step)):
         return max(0, -((start - end) // step))
-    n = math.ceil((float(end) - float(start)) / float(step))
-    return max(0, n) if math.isfinite(n) else 0
+    q = (float(end) - float(start)) / float(step)
+    if math.isnan(q) or (math.isinf(q) and q > 0):  # an infinite bound, or nan anywhere: no length
+        raise ValueError(f"range_1d from {start} to {end} by {step} has no finite length")
+    return max(0, math.ceil(q)) if math.isfinite(q) else 0
 
 
 @register

@@ -118,8 +118,14 @@ def slice_static(ctx: LayerContext) -> Value:
     squeeze = [bool(s) for s in p.squeezeMasks] or [False] * r  # added in spec 5: absent = none
     _check_lengths(ctx, r, beginIds=p.beginIds, endIds=p.endIds, strides=p.strides, beginMasks=p.beginMasks,
                    endMasks=p.endMasks, squeezeMasks=squeeze)
-    return _slice(ctx, x, np.asarray(p.beginIds, np.int32), np.asarray(p.endIds, np.int32), [int(s) for s in p.strides],
+    return _slice(ctx, x, _int32_ids(p.beginIds), _int32_ids(p.endIds), [int(s) for s in _int32_ids(p.strides)],
                   [bool(m) for m in p.beginMasks], [bool(m) for m in p.endMasks], squeeze)
+
+
+def _int32_ids(values: Sequence[int]) -> np.ndarray:
+    """Slice bounds or strides as int32, clamped: any 64-bit value is valid (INT64_MAX as an end id
+    means "to the end"), and clamping keeps that meaning for every axis a tensor can have."""
+    return np.array([min(max(int(v), -(2**31)), 2**31 - 1) for v in values], np.int32)
 
 
 @lowers("sliceDynamic")
@@ -131,12 +137,12 @@ def slice_dynamic(ctx: LayerContext) -> Value:
     x = ctx.input()
     r = ctx.rank(x)
     begin = as_int32(ctx, ctx.input(1), "begin")
-    end = as_int32(ctx, ctx.input(2), "end") if len(ctx.inputs) > 2 else np.asarray(p.endIds, np.int32)
+    end = as_int32(ctx, ctx.input(2), "end") if len(ctx.inputs) > 2 else _int32_ids(p.endIds)
     strides = _const_input(ctx, 3, "strides")
     begin_mask = _const_input(ctx, 4, "beginMasks")
     end_mask = _const_input(ctx, 5, "endMasks")
     squeeze = _const_input(ctx, 6, "squeezeMasks")
-    strides = [int(s) for s in p.strides] if strides is None else strides
+    strides = [int(s) for s in _int32_ids(p.strides)] if strides is None else strides
     begin_mask = [bool(m) for m in p.beginMasks] if begin_mask is None else [bool(m) for m in begin_mask]
     end_mask = [bool(m) for m in p.endMasks] if end_mask is None else [bool(m) for m in end_mask]
     if squeeze is None:
