@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from google.protobuf.message import Message
 
 from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from ...formats import description as desc
@@ -42,6 +43,7 @@ from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
 from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
 from ...ir.verify import is_compile_time_const
+from ...limits import MAX_NESTING
 from ...passes.retarget import Causes, retarget
 from ...passes.retarget.causes import without_value_names
 
@@ -583,8 +585,39 @@ def program_to_model(prog: Program, *, target: str | None = None,
     need = _describe(prog, model, emitter.signatures)
     model.specificationVersion = max(OPSET_TO_SPEC_VERSION[target], need)
     model.isUpdatable = False
+    if any(op.blocks for op in prog.walk()):
+        _check_nesting(model)
     _warn_renamed_features(prog, emitter.signatures)
     return model
+
+
+def _message_depth(msg: Message, depth: int = 1) -> int:
+    """How deep messages nest in ``msg`` (``msg`` itself is depth 1; map entries count, as on the wire)."""
+    deepest = depth
+    for fd, value in msg.ListFields():
+        if fd.type != fd.TYPE_MESSAGE:
+            continue
+        if fd.message_type.GetOptions().map_entry:
+            vf = fd.message_type.fields_by_name["value"]
+            children = list(value.values()) if vf.type == vf.TYPE_MESSAGE else []
+            deepest = max(deepest, depth + 1, *(_message_depth(c, depth + 2) for c in children))
+        elif fd.is_repeated:
+            deepest = max(deepest, *(_message_depth(c, depth + 1) for c in value))
+        else:
+            deepest = max(deepest, _message_depth(value, depth + 1))
+        if deepest > MAX_NESTING:
+            break
+    return deepest
+
+
+def _check_nesting(model: Model_pb2.Model) -> None:
+    """Nested blocks (cond in while_loop in cond ...) nest protobuf messages; protobuf's parsers,
+    Core ML's and ours, refuse more than MAX_NESTING levels, so such a file could never be read."""
+    depth = _message_depth(model)
+    if depth > MAX_NESTING:
+        raise UnsupportedError(
+            f"blocks (cond, while_loop) are nested too deeply: the model's messages would nest more than "
+            f"{MAX_NESTING} levels, which protobuf readers (Core ML's too) refuse; about 40 nested blocks fit")
 
 
 def _warn_renamed_features(prog: Program, signatures: dict[str, tuple[list[str], list[str]]]) -> None:
