@@ -561,16 +561,17 @@ def _mil_dict_key(d: Path) -> Path:
     return mil_package(d, edit)
 
 
+def _add_one_program() -> object:
+    """y = x + [1] with a const of its own (the const the cases below rewrite)."""
+    from converter.ir.builder import new_program
+    from converter.ir.types import tensor
+
+    return new_program({"x": tensor("fp32", [1])}, lambda b, x: [b.add(x=x, y=np.ones(1, np.float32), name="y")])
+
+
 @case("mil_const_rank100", "error", "a MIL const of rank 100: maximum supported dimension for an ndarray is 64",
       "rank")
 def _mil_rank100(d: Path) -> Path:
-    def program() -> object:
-        from converter.ir.builder import new_program
-        from converter.ir.types import tensor
-
-        return new_program({"x": tensor("fp32", [1])},
-                           lambda b, x: [b.add(x=x, y=np.ones(1, np.float32), name="y")])
-
     def edit(m: Model_pb2.Model) -> None:
         for op in main_ops(m):
             if op.type == "const":
@@ -580,7 +581,7 @@ def _mil_rank100(d: Path) -> Path:
                 for _ in range(100):
                     tt.dimensions.add().constant.size = 1
 
-    return mil_package(d, edit, program=program)
+    return mil_package(d, edit, program=_add_one_program)
 
 
 @case("mil_input_rank100", "error", "a MIL function input of rank 100", "rank", before="error")
@@ -598,13 +599,6 @@ def _mil_input_rank100(d: Path) -> Path:
 @case("mil_const_huge_shape", "error", "a MIL const of shape [2^62, 0] (no elements, absurd dims)",
       "dimension")
 def _mil_huge_shape(d: Path) -> Path:
-    def program() -> object:
-        from converter.ir.builder import new_program
-        from converter.ir.types import tensor
-
-        return new_program({"x": tensor("fp32", [1])},
-                           lambda b, x: [b.add(x=x, y=np.ones(1, np.float32), name="y")])
-
     def edit(m: Model_pb2.Model) -> None:
         for op in main_ops(m):
             if op.type == "const":
@@ -617,7 +611,7 @@ def _mil_huge_shape(d: Path) -> Path:
                 v.immediateValue.tensor.floats.Clear()
                 v.immediateValue.tensor.floats.SetInParent()
 
-    return mil_package(d, edit, program=program)
+    return mil_package(d, edit, program=_add_one_program)
 
 
 @case("mil_while_true", "error", "--check of a MIL while_loop whose condition is always true: never ended",
