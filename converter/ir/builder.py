@@ -7,13 +7,14 @@ signature (and the dtype of the other inputs of its type domain), as MIL require
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
 
 from ..errors import TypeInferenceError
 from .core import Block, Function, Op, Program, Value
+from .names import NameScope
 from .opdef import InputSpec, get_opdef
 from .runtime import ListValue
 from .types import DType, ListType, Type, dtype, type_of_array
@@ -25,30 +26,6 @@ def const_type(val: Any, dt: DType | None = None) -> Type:
     if isinstance(val, ListValue):
         return ListType(val.elem_type, len(val.items), dynamic_length=False)
     return type_of_array(np.asarray(val), dt)
-
-
-class NameScope:
-    """Hands out names unique within one function."""
-
-    def __init__(self, taken: Iterable[str] = ()) -> None:
-        self.taken = set(taken)
-        self.counters: dict[str, int] = {}
-
-    def unique(self, base: str) -> str:
-        if base not in self.taken:
-            self.taken.add(base)
-            return base
-        n = self.counters.get(base, 0)
-        while f"{base}_{n}" in self.taken:
-            n += 1
-        self.counters[base] = n + 1
-        name = f"{base}_{n}"
-        self.taken.add(name)
-        return name
-
-
-def _function_names(fn: Function | None) -> set[str]:
-    return set() if fn is None else {v.name for v in fn.values()}
 
 
 def _literal_dtype(spec: InputSpec | None, val: Any, domain_dtype: DType | None) -> DType | None:
@@ -92,7 +69,7 @@ class Builder:
         self.function = fn
         self.opset = opset or (fn.opset if fn is not None else "iOS18")
         self.insert_before = insert_before
-        self.names = names or NameScope(_function_names(fn))
+        self.names = names if names is not None else fn.names if fn is not None else NameScope()
         self._const_memo: dict[Value, bool] = {}
 
     # -- generic op creation ---------------------------------------------------------------------

@@ -3,14 +3,37 @@
 A Value has exactly one producer (an Op output, or a block/function input) and a use-list that is
 kept exact by every mutation made through this module, so passes can rewrite in O(uses) instead
 of rescanning the graph. Object identity is a value's identity; ``name`` is only a label.
+
+Complexity guarantees passes can rely on (n = ops in the block, u = uses of the value):
+
+- ``Block.append``, ``insert_before``, ``insert_after``, ``remove_op``: O(1) (plus O(inputs) to
+  drop an op's uses and O(size) of the nested blocks of a removed op). A block's ops form an
+  intrusive doubly linked list; ``block.ops`` is an ordered view over it: iteration, ``len()``,
+  ``in``, ``first``/``last`` are O(1) per step; ``op.next_op``/``op.prev_op`` are O(1). Indexing
+  ``block.ops[i]``, ``index()`` and ``Block.insert(i, op)`` are O(i) (kept for old callers; passes
+  should anchor on ops). Assigning ``block.ops = [...]`` relinks the whole block: O(n).
+- Iterating ``block.ops`` while editing: the successor is read when the iterator advances, so ops
+  inserted after the current op are visited, ops inserted before it are not; the current op may
+  be removed (iteration goes on with its successor at the time of removal); other ops may be
+  removed. Moving ops backwards over the current position while iterating is not supported.
+- ``Value.uses``: an insertion-ordered set of `Use` (deterministic iteration); adding and removing
+  a use is O(1), so ``Op.set_input``, ``_replace_input_at`` and ``remove_op`` never scan use-lists;
+  ``replace_all_uses_with`` is O(u).
+- Names: each Function keeps one `NameScope` (``Function.names``), built once on first use (O(n))
+  and then kept current by the mutations of this module (ops inserted or removed, outputs
+  created, block inputs added, values renamed), so creating a ``Builder`` and naming an op are
+  O(1). Removing an op frees its values' names for reuse once no live value carries them.
+  Values renamed or attached behind this module's back are not seen: names are labels, made
+  unique when a program is written, so that costs at worst a suffixed name.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from .names import NameScope
 from .types import Type
 
 if TYPE_CHECKING:
@@ -25,10 +48,56 @@ class Use(NamedTuple):
     index: int  # position within a tuple input / block outputs; 0 for single inputs
 
 
+class UseList:
+    """The uses of a value: an insertion-ordered set (O(1) add, remove and ``in``; iteration in
+    the order the uses were made). Compares equal to a list or tuple of the same uses in order."""
+
+    __slots__ = ("_uses",)
+
+    def __init__(self, uses: Iterable[Use] = ()) -> None:
+        self._uses: dict[Use, None] = dict.fromkeys(uses)
+
+    def append(self, use: Use) -> None:
+        self._uses[use] = None
+
+    def remove(self, use: Use) -> None:
+        try:
+            del self._uses[use]
+        except KeyError:
+            raise ValueError(f"{use} is not a use of this value") from None
+
+    def discard(self, use: Use) -> None:
+        self._uses.pop(use, None)
+
+    def __contains__(self, use: object) -> bool:
+        return use in self._uses
+
+    def __iter__(self) -> Iterator[Use]:
+        return iter(self._uses)
+
+    def __len__(self) -> int:
+        return len(self._uses)
+
+    def __bool__(self) -> bool:
+        return bool(self._uses)
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, UseList):
+            return list(self._uses) == list(other._uses)
+        if isinstance(other, (list, tuple)):
+            return list(self._uses) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]  # mutable
+
+    def __repr__(self) -> str:
+        return f"UseList({list(self._uses)!r})"
+
+
 class Value:
     """An SSA value."""
 
-    __slots__ = ("name", "type", "producer", "index", "owner", "uses", "__weakref__")
+    __slots__ = ("_name", "type", "producer", "index", "owner", "uses", "__weakref__")
 
     def __init__(
         self,
@@ -38,15 +107,31 @@ class Value:
         index: int = 0,
         owner: Block | None = None,
     ) -> None:
-        self.name = name
+        self._name = name
         self.type = type
         self.producer = producer  # the op producing it, None for block inputs
         self.index = index  # output index in producer, or input index in owner block
         self.owner = owner  # the block for block inputs
-        self.uses: list[Use] = []
+        self.uses = UseList()
 
     def __repr__(self) -> str:
         return f"%{self.name}: {self.type}"
+
+    @property
+    def name(self) -> str:
+        return self._name
+
+    @name.setter
+    def name(self, new: str) -> None:
+        """Rename (the function's name scope follows: the old name is freed, the new one taken)."""
+        old = self._name
+        if new == old:
+            return
+        scope = _scope_of_value(self)
+        self._name = new
+        if scope is not None:
+            scope.release(old)
+            scope.claim(new)
 
     @property
     def is_block_input(self) -> bool:
@@ -91,9 +176,13 @@ InputArg = Value | tuple  # a Value, or a tuple of Values for variadic (tuple) i
 
 
 class Op:
-    """One operation: a type name resolved to an OpDef, named inputs, outputs, nested blocks."""
+    """One operation: a type name resolved to an OpDef, named inputs, outputs, nested blocks.
 
-    __slots__ = ("type", "opdef", "name", "inputs", "outputs", "blocks", "attributes", "block")
+    ``block`` is the block holding the op (None when detached); ``prev_op``/``next_op`` its
+    neighbours there.
+    """
+
+    __slots__ = ("type", "opdef", "name", "inputs", "outputs", "blocks", "attributes", "block", "_prev", "_next")
 
     def __init__(
         self,
@@ -112,6 +201,8 @@ class Op:
         self.inputs: dict[str, InputArg] = {}
         self.attributes: dict[str, Any] = dict(attributes or {})
         self.block: Block | None = None
+        self._prev: Op | None = None
+        self._next: Op | None = None
         self.blocks: list[Block] = []
         for b in blocks:
             self.add_block(b)
@@ -128,7 +219,14 @@ class Op:
             names = [self.name if len(types) == 1 else f"{self.name}_{i}" for i in range(len(types))]
         if len(names) != len(types):
             raise ValueError("output names and output types differ in length")
+        scope = _scope_of_block(self.block)
+        if scope is not None:
+            for v in self.outputs:
+                scope.release(v.name)
         self.outputs = [Value(n, t, producer=self, index=i) for i, (n, t) in enumerate(zip(names, types))]
+        if scope is not None:
+            for v in self.outputs:
+                scope.claim(v.name)
         return self.outputs
 
     def __repr__(self) -> str:
@@ -147,6 +245,7 @@ class Op:
             for i, v in enumerate(arg):
                 if not isinstance(v, Value):
                     raise TypeError(f"op {self.name}: input {key}[{i}] is not a Value: {v!r}")
+            for i, v in enumerate(arg):
                 v.uses.append(Use(self, key, i))
         else:
             if not isinstance(arg, Value):
@@ -190,6 +289,18 @@ class Op:
         self.blocks.append(block)
         return block
 
+    # -- position --------------------------------------------------------------------------------
+
+    @property
+    def next_op(self) -> Op | None:
+        """The op after this one in its block (None at the end or when detached)."""
+        return self._next if self.block is not None else None
+
+    @property
+    def prev_op(self) -> Op | None:
+        """The op before this one in its block (None at the start or when detached)."""
+        return self._prev if self.block is not None else None
+
     # -- misc ------------------------------------------------------------------------------------
 
     @property
@@ -214,14 +325,99 @@ class Op:
             yield from b.walk()
 
 
-class Block:
-    """A list of ops in topological order, with block inputs (arguments) and outputs."""
+class OpList:
+    """The ops of a block in order: a live view over the block's linked list (see the module
+    docstring for what editing during iteration does)."""
 
-    __slots__ = ("inputs", "ops", "outputs", "parent_op", "function", "attributes", "name")
+    __slots__ = ("_block",)
+
+    def __init__(self, block: Block) -> None:
+        self._block = block
+
+    def __iter__(self) -> Iterator[Op]:
+        block = self._block
+        op = block._first
+        while op is not None:
+            yield op
+            nxt = op._next
+            while nxt is not None and nxt.block is not block:  # removed since: its links are stale
+                nxt = nxt._next
+            op = nxt
+
+    def __reversed__(self) -> Iterator[Op]:
+        block = self._block
+        op = block._last
+        while op is not None:
+            yield op
+            prv = op._prev
+            while prv is not None and prv.block is not block:
+                prv = prv._prev
+            op = prv
+
+    def __len__(self) -> int:
+        return self._block._count
+
+    def __bool__(self) -> bool:
+        return self._block._count > 0
+
+    def __contains__(self, op: object) -> bool:
+        return isinstance(op, Op) and op.block is self._block
+
+    @property
+    def first(self) -> Op | None:
+        return self._block._first
+
+    @property
+    def last(self) -> Op | None:
+        return self._block._last
+
+    def __getitem__(self, i: int | slice) -> Any:
+        """O(i) (O(1) for the first and last op); a slice gives a list."""
+        if isinstance(i, slice):
+            return list(self)[i]
+        n = self._block._count
+        j = i + n if i < 0 else i
+        if not 0 <= j < n:
+            raise IndexError(f"op index {i} out of range for a block of {n} ops")
+        if j <= n // 2:
+            it = iter(self)
+            for _ in range(j):
+                next(it)
+            return next(it)
+        it = reversed(self)
+        for _ in range(n - 1 - j):
+            next(it)
+        return next(it)
+
+    def index(self, op: Op) -> int:
+        """O(n): the position of ``op``."""
+        for i, x in enumerate(self):
+            if x is op:
+                return i
+        raise ValueError(f"{op!r} is not in the block")
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, (OpList, list, tuple)):
+            return list(self) == list(other)
+        return NotImplemented
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"OpList({list(self)!r})"
+
+
+class Block:
+    """Ops in topological order (a doubly linked list, O(1) insertion and removal), with block
+    inputs (arguments) and outputs."""
+
+    __slots__ = ("inputs", "_first", "_last", "_count", "outputs", "parent_op", "function", "attributes", "name")
 
     def __init__(self, inputs: Sequence[Value] = (), name: str = "") -> None:
         self.inputs: list[Value] = []
-        self.ops: list[Op] = []
+        self._first: Op | None = None
+        self._last: Op | None = None
+        self._count = 0
         self.outputs: list[Value] = []
         self.parent_op: Op | None = None
         self.function: Function | None = None
@@ -231,13 +427,16 @@ class Block:
             self.add_input(v)
 
     def __repr__(self) -> str:
-        return f"<Block {self.name or ''} {len(self.ops)} ops>"
+        return f"<Block {self.name or ''} {self._count} ops>"
 
     def add_input(self, value: Value) -> Value:
         value.owner = self
         value.producer = None
         value.index = len(self.inputs)
         self.inputs.append(value)
+        scope = _scope_of_block(self)
+        if scope is not None:
+            scope.claim(value.name)
         return value
 
     def new_input(self, name: str, type: Type) -> Value:
@@ -245,37 +444,137 @@ class Block:
 
     # -- ops -------------------------------------------------------------------------------------
 
-    def append(self, op: Op) -> Op:
+    @property
+    def ops(self) -> OpList:
+        """The ops in order (a live view; ``list(block.ops)`` for a snapshot)."""
+        return OpList(self)
+
+    @ops.setter
+    def ops(self, ops: Iterable[Op]) -> None:
+        """Replace the whole op list (O(n)): ops left out are detached, ops listed are linked in
+        this order (an op of another block is refused)."""
+        new = list(ops)
+        keep = set(map(id, new))
+        if len(keep) != len(new):
+            raise ValueError("an op is listed twice")
+        old = set(map(id, OpList(self)))
+        for op in new:
+            if op.block is not None and op.block is not self:
+                raise ValueError(f"{op!r} belongs to another block")
+        for op in list(OpList(self)):
+            if id(op) not in keep:
+                op.block = None
+        prev: Op | None = None
+        for op in new:
+            op.block = self
+            op._prev = prev
+            if prev is not None:
+                prev._next = op
+            prev = op
+        if prev is not None:
+            prev._next = None
+        self._first = new[0] if new else None
+        self._last = prev
+        self._count = len(new)
+        if keep != old:
+            fn = self.owning_function()
+            if fn is not None:
+                fn.invalidate_names()
+
+    @property
+    def first_op(self) -> Op | None:
+        return self._first
+
+    @property
+    def last_op(self) -> Op | None:
+        return self._last
+
+    def _link(self, op: Op, prev: Op | None, nxt: Op | None) -> Op:
+        if op.block is not None:
+            raise ValueError(f"{op!r} is already in a block: remove it first")
         op.block = self
-        self.ops.append(op)
+        op._prev = prev
+        op._next = nxt
+        if prev is None:
+            self._first = op
+        else:
+            prev._next = op
+        if nxt is None:
+            self._last = op
+        else:
+            nxt._prev = op
+        self._count += 1
+        scope = _scope_of_block(self)
+        if scope is not None:
+            _claim_names(scope, op)
         return op
 
-    def insert(self, index: int, op: Op) -> Op:
-        op.block = self
-        self.ops.insert(index, op)
-        return op
+    def append(self, op: Op) -> Op:
+        """Add ``op`` at the end: O(1)."""
+        return self._link(op, self._last, None)
 
     def insert_before(self, anchor: Op, op: Op) -> Op:
-        return self.insert(self.ops.index(anchor), op)
+        """Add ``op`` right before ``anchor`` (an op of this block): O(1)."""
+        if anchor.block is not self:
+            raise ValueError(f"anchor {anchor!r} is not in this block")
+        return self._link(op, anchor._prev, anchor)
+
+    def insert_after(self, anchor: Op, op: Op) -> Op:
+        """Add ``op`` right after ``anchor`` (an op of this block): O(1)."""
+        if anchor.block is not self:
+            raise ValueError(f"anchor {anchor!r} is not in this block")
+        return self._link(op, anchor, anchor._next)
+
+    def prepend(self, op: Op) -> Op:
+        """Add ``op`` at the start: O(1)."""
+        return self._link(op, None, self._first)
+
+    def insert(self, index: int, op: Op) -> Op:
+        """Add ``op`` at position ``index`` (O(index); prefer ``insert_before``)."""
+        if index >= self._count:
+            return self.append(op)
+        if index <= -self._count:
+            return self.prepend(op)
+        return self.insert_before(self.ops[index], op)
+
+    def _unlink(self, op: Op) -> None:
+        """Take ``op`` out of the list; its own links are left as they were, so an iterator
+        standing on it goes on with its successor."""
+        prev, nxt = op._prev, op._next
+        if prev is None:
+            self._first = nxt
+        else:
+            prev._next = nxt
+        if nxt is None:
+            self._last = prev
+        else:
+            nxt._prev = prev
+        self._count -= 1
+        op.block = None
 
     def remove_op(self, op: Op, *, force: bool = False) -> None:
-        """Detach an op (its outputs must be unused unless ``force``) and drop its input uses."""
+        """Detach an op (its outputs must be unused unless ``force``) and drop its input uses: O(1)
+        plus its inputs and nested blocks."""
+        if op.block is not self:
+            raise ValueError(f"{op!r} is not in this block")
         if not force:
             for v in op.outputs:
                 if v.uses:
                     raise ValueError(f"cannot remove op '{op.name}': output '{v.name}' is still used")
-        self.ops.remove(op)
+        scope = _scope_of_block(self)
+        if scope is not None:
+            _release_names(scope, op)
+        self._unlink(op)
         op.drop_all_inputs()
         for b in op.blocks:
             b.drop_all()
-        op.block = None
 
     def drop_all(self) -> None:
         """Release every use held by this block and its ops (when discarding the block)."""
         for i, v in enumerate(self.outputs):
             v.uses.remove(Use(self, "", i))
         self.outputs = []
-        for op in self.ops:
+        for op in OpList(self):
             op.drop_all_inputs()
             for b in op.blocks:
                 b.drop_all()
@@ -297,7 +596,7 @@ class Block:
     # -- traversal -------------------------------------------------------------------------------
 
     def walk(self) -> Iterator[Op]:
-        for op in self.ops:
+        for op in OpList(self):
             yield from op.walk()
 
     @property
@@ -311,6 +610,35 @@ class Block:
                 return b.function
             b = b.parent_block
         return None
+
+
+def _scope_of_block(block: Block | None) -> NameScope | None:
+    """The live name scope of the function holding ``block`` (None if none is built yet)."""
+    if block is None:
+        return None
+    fn = block.owning_function()
+    return fn._names if fn is not None else None
+
+
+def _scope_of_value(v: Value) -> NameScope | None:
+    return _scope_of_block(v.owner if v.producer is None else v.producer.block)
+
+
+def _op_values(op: Op) -> Iterator[Value]:
+    """The values an op brings into its function: its outputs and everything its blocks define."""
+    yield from op.outputs
+    for b in op.blocks:
+        yield from _block_values(b)
+
+
+def _claim_names(scope: NameScope, op: Op) -> None:
+    for v in _op_values(op):
+        scope.claim(v.name)
+
+
+def _release_names(scope: NameScope, op: Op) -> None:
+    for v in _op_values(op):
+        scope.release(v.name)
 
 
 @dataclass
@@ -341,9 +669,22 @@ class Function:
         self.output_info: dict[str, FeatureInfo] = {}
         self.state_info: dict[str, FeatureInfo] = {}
         self.meta: dict[str, Any] = {}
+        self._names: NameScope | None = None
 
     def __repr__(self) -> str:
         return f"<Function {self.name} ({self.opset})>"
+
+    @property
+    def names(self) -> NameScope:
+        """The function's name scope: built on first use (O(values)), then kept current by the
+        IR's mutations, so builders share it and never rescan the function."""
+        if self._names is None:
+            self._names = NameScope(v.name for v in self.values())
+        return self._names
+
+    def invalidate_names(self) -> None:
+        """Drop the name scope (rebuilt on next use): for edits made outside this module's API."""
+        self._names = None
 
     @property
     def inputs(self) -> list[Value]:

@@ -34,5 +34,5 @@ def test_view_edges_follow_uses():
 def test_unsorted_block_is_detected():
     prog = _prog()
     block = prog.main.block
-    block.ops.reverse()
+    block.ops = list(reversed(block.ops))
     assert not is_topologically_sorted(block)

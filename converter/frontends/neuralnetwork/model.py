@@ -437,11 +437,9 @@ def _named_output(b: Builder, v: Value, name: str, fn: Function, outputs: list[V
         return v
     holder = next((x for x in fn.values() if x.name == name and x is not v), None)
     if holder is None and not shared:
-        v.name = name
-        b.names.taken.add(name)
+        v.name = name  # the function's name scope follows renames
         return v
     holder_is_input = holder is not None and any(holder is x for x in fn.inputs)
     if holder is not None and not holder_is_input:
-        holder.name = b.names.unique(f"{name}_inner")
-        b.names.taken.discard(name)  # the name is free again: the identity below takes it
+        holder.name = b.names.unique(f"{name}_inner")  # frees the name: the identity below takes it
     return b.identity(x=v, name=f"{name}_out" if holder_is_input else name)
