@@ -22,13 +22,18 @@ from .ir.types import Symbol, TensorType, is_static_dim
 from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 
+def _symbol_size(s: Symbol) -> int:
+    if s.choices:
+        return s.choices[0]
+    return max(s.lower, min(s.upper or 4, 4))
+
+
 def _size(d: Any) -> int:
     if is_static_dim(d):
         return int(d)
-    assert isinstance(d, Symbol)
-    if d.choices:
-        return d.choices[0]
-    return max(d.lower, min(d.upper or 4, 4))
+    if isinstance(d, Symbol):
+        return _symbol_size(d)
+    return max(int(d.evaluate({s.name: _symbol_size(s) for s in d.symbols()})), 0)
 
 
 def _cannot_fake(fn: Function, name: str, t: Any) -> UnsupportedError:

@@ -21,7 +21,7 @@ import numpy as np
 from .errors import EvaluationError
 from .formats import description as desc
 from .ir.core import Function
-from .ir.types import Symbol, TensorType, is_static_dim
+from .ir.types import DimExpr, TensorType, is_static_dim
 from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 
@@ -60,7 +60,7 @@ def _fit_shape(x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
         return x.reshape(x.shape[x.ndim - len(t.shape):])
     elif x.ndim < len(t.shape):
         lead = len(t.shape) - x.ndim
-        if all(isinstance(d, Symbol) or int(d) == 1 for d in t.shape[:lead]):
+        if all(isinstance(d, DimExpr) or int(d) == 1 for d in t.shape[:lead]):
             return x.reshape((1,) * lead + x.shape)
     shown = [str(d) for d in t.shape]
     raise EvaluationError(f"input '{name}': shape {list(x.shape)} does not fit the declared shape {shown}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from ..ir.types import DictType, DType, StateType, Symbol, TensorType, Type, dtype, is_static_dim
+from ..ir.types import DictType, DimExpr, DType, StateType, Symbol, TensorType, Type, dtype, is_static_dim
 from ..limits import MAX_DIMENSION, MAX_RANK, shape_problem
 from .proto import FeatureTypes_pb2
 
@@ -258,28 +258,43 @@ def type_to_feature(t: Type, *, optional: bool = False) -> FeatureTypes_pb2.Feat
     ma = ft.multiArrayType
     ma.dataType = code
     if t.shape is not None:
-        symbolic = [d for d in t.shape if isinstance(d, Symbol)]
-        choices = [d for d in symbolic if d.choices]
-        if choices and len({len(d.choices) for d in choices}) == 1 and len(choices) == len(symbolic):
+        # Symbolic dims are symbols or expressions of symbols (``2*s``, ``s floordiv 2 + 1``): an
+        # expression is described by the sizes its symbols allow (evaluated per enumerated choice,
+        # else the range its bounds give).
+        symbolic = [d for d in t.shape if isinstance(d, DimExpr)]
+        symbols = {s.name: s for d in symbolic for s in d.symbols()}
+        counts = {len(s.choices) if s.choices else 0 for s in symbols.values()}
+        if symbols and len(counts) == 1 and 0 not in counts:
             # enumerated shapes: one shape per choice index (the axes vary together)
-            n = len(choices[0].choices)
+            n = counts.pop()
             for k in range(n):
+                env = {name: s.choices[k] for name, s in symbols.items()}  # type: ignore[index]
                 shp = ma.enumeratedShapes.shapes.add()
-                shp.shape.extend(int(d) if is_static_dim(d) else d.choices[k] for d in t.shape)
-            ma.shape.extend(int(d) if is_static_dim(d) else d.choices[0] for d in t.shape)
+                shp.shape.extend(_size_at(d, env) for d in t.shape)
+            env = {name: s.choices[0] for name, s in symbols.items()}  # type: ignore[index]
+            ma.shape.extend(_size_at(d, env) for d in t.shape)
         else:
-            ma.shape.extend(int(d) if is_static_dim(d) else d.lower for d in t.shape)
+            ranges = [(int(d), int(d)) if is_static_dim(d) else _dim_range(d) for d in t.shape]
+            ma.shape.extend(lo for lo, _ in ranges)
             if symbolic:
-                for d in t.shape:
+                for lo, hi in ranges:
                     r = ma.shapeRange.sizeRanges.add()
-                    if is_static_dim(d):
-                        r.lowerBound, r.upperBound = int(d), int(d)
-                    else:
-                        r.lowerBound = d.lower
-                        r.upperBound = -1 if d.upper is None else d.upper
+                    r.lowerBound = lo
+                    r.upperBound = -1 if hi is None else hi
     if optional:
         ft.isOptional = True
     return ft
+
+
+def _size_at(d: Any, env: dict[str, int]) -> int:
+    return int(d) if is_static_dim(d) else max(int(d.evaluate(env)), 0)
+
+
+def _dim_range(d: DimExpr) -> tuple[int, int | None]:
+    """The sizes a symbolic dim can take: its bounds (a size is never below 0)."""
+    lo, hi = d.bounds()
+    lo = max(lo or 0, 0)
+    return lo, (None if hi is None else max(hi, lo))
 
 
 def feature_min_spec_version(ft: FeatureTypes_pb2.FeatureType) -> int:

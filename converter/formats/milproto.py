@@ -19,6 +19,7 @@ from ..ir.runtime import ListValue
 from ..ir.types import (
     DTYPES,
     DictType,
+    DimExpr,
     DType,
     ListType,
     StateType,
@@ -142,7 +143,7 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
             tt.rank = len(t.shape)
             for d in t.shape:
                 dim = tt.dimensions.add()
-                if isinstance(d, Symbol):
+                if isinstance(d, DimExpr):  # MIL dims are sizes or unknown: expressions too are unknown
                     dim.unknown.variadic = False
                 else:
                     dim.constant.size = int(d)
@@ -192,7 +193,7 @@ def pack_bits(values: np.ndarray, dt: DType) -> bytes:
 def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
     """Decode an immediate TensorValue of declared type ``t`` (shape must be static)."""
     dt = t.dtype
-    if t.shape is None or any(isinstance(d, Symbol) for d in t.shape):
+    if t.shape is None or any(isinstance(d, DimExpr) for d in t.shape):
         raise CodecError(f"immediate value has a non-static type {t}")
     shape = tuple(int(d) for d in t.shape)
     why = shape_problem(shape)

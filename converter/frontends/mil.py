@@ -49,6 +49,11 @@ def _describe_value(v: Any) -> str:
     return f"a {type(v).__name__}"
 
 
+def _is_fresh(d: Any) -> bool:
+    """A symbol inference made up for a size it cannot know (an expression says more than that)."""
+    return isinstance(d, Symbol) and d.name.startswith("_s")
+
+
 def _refine(declared: Type, inferred: Type) -> Type:
     """The declared type, with unknown dims filled in from inference where it knows more."""
     if isinstance(declared, TensorType) and isinstance(inferred, TensorType):
@@ -56,7 +61,7 @@ def _refine(declared: Type, inferred: Type) -> Type:
             return TensorType(declared.dtype, inferred.shape)
         if inferred.shape is None or len(inferred.shape) != len(declared.shape):
             return declared
-        dims = [i if isinstance(d, Symbol) and (is_static_dim(i) or not i.name.startswith("_s")) else d
+        dims = [i if isinstance(d, Symbol) and (is_static_dim(i) or not _is_fresh(i)) else d
                 for d, i in zip(declared.shape, inferred.shape)]
         return TensorType(declared.dtype, tuple(dims))
     if isinstance(declared, ListType) and isinstance(inferred, ListType):

@@ -56,17 +56,25 @@ def _conforms(value: Any, t: Type, bindings: dict[str, int] | None = None) -> st
             return None
         if value.ndim != len(t.shape):
             return f"expected rank {len(t.shape)} {list(t.shape)}, got shape {list(value.shape)}"
+        later = []
         for d, n in zip(t.shape, value.shape):
             if is_static_dim(d):
                 if int(d) != n:
                     return f"expected shape {[str(x) for x in t.shape]}, got {list(value.shape)}"
             elif bindings is not None:
-                assert isinstance(d, Symbol)
+                if not isinstance(d, Symbol):
+                    later.append((d, n))  # an expression: checked once its symbols are bound
+                    continue
                 bound = bindings.setdefault(d.name, n)
                 if bound != n:
                     return f"dimension {d.name} is {bound} elsewhere but {n} here"
                 if n < d.lower or (d.upper is not None and n > d.upper) or (d.choices and n not in d.choices):
                     return f"dimension {d.name} = {n} is outside its allowed sizes"
+        for d, n in later:
+            if all(s.name in bindings for s in d.symbols()):  # type: ignore[operator]
+                want = d.evaluate(bindings)  # type: ignore[arg-type]
+                if want != n:
+                    return f"dimension {d} is {want} here, got {n}"
         return None
     if isinstance(t, ListType):
         return None if isinstance(value, ListValue) else f"expected a list, got {type(value).__name__}"

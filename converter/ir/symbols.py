@@ -9,20 +9,30 @@ model twice gives the same program text.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from typing import Any
 
 from .core import Program, Value
-from .types import DictType, ListType, StateType, Symbol, TensorType, TupleType, Type
+from .types import DictType, DimExpr, ListType, StateType, Symbol, TensorType, TupleType, Type
 
 
-def map_type(t: Type, fn: Callable[[Symbol], Symbol]) -> Type:
-    """``t`` with every symbol replaced by ``fn(symbol)``."""
+def map_dim(d: Any, fn: Callable[[Symbol], Any]) -> Any:
+    """``d`` with every symbol ``s`` (inside expressions too) replaced by ``fn(s)`` (a symbol, an
+    int or an expression); the result is canonical again."""
+    if isinstance(d, Symbol):
+        return fn(d)
+    if isinstance(d, DimExpr):
+        return d.subs(fn)
+    return d
+
+
+def map_type(t: Type, fn: Callable[[Symbol], Any]) -> Type:
+    """``t`` with every symbol replaced by ``fn(symbol)`` (see `map_dim`)."""
     if isinstance(t, TensorType):
         if t.shape is None:
             return t
-        return TensorType(t.dtype, tuple(fn(d) if isinstance(d, Symbol) else d for d in t.shape))
+        return TensorType(t.dtype, tuple(map_dim(d, fn) for d in t.shape))
     if isinstance(t, ListType):
-        length = fn(t.length) if isinstance(t.length, Symbol) else t.length
-        return ListType(map_type(t.elem, fn), length, t.dynamic_length)
+        return ListType(map_type(t.elem, fn), map_dim(t.length, fn), t.dynamic_length)
     if isinstance(t, TupleType):
         return TupleType(tuple(map_type(x, fn) for x in t.types))
     if isinstance(t, DictType):

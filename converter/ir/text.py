@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ParseError, UnsupportedError
+from . import symexpr
 from .core import Block, Function, Op, Program, Value
 from .opdef import OPSETS, get_opdef
 from .runtime import ListValue
@@ -43,7 +44,6 @@ from .types import (
     TensorType,
     TupleType,
     Type,
-    is_static_dim,
 )
 
 _BARE = re.compile(r"^[A-Za-z0-9_@.$]+$")
@@ -58,7 +58,8 @@ def _fmt_name(name: str) -> str:
 
 
 def format_dim(d: Any) -> str:
-    return str(int(d)) if is_static_dim(d) else d.name
+    """An int, a symbol's name, or an expression (``2*s0 + 1``, ``(s0 + 1) floordiv 2``)."""
+    return symexpr.format_dim(d)
 
 
 def format_type(t: Type) -> str:
@@ -258,7 +259,7 @@ _TOKEN = re.compile(
   | (?P<number>-?(?:(?:inf|nan)(?![A-Za-z0-9_])|\d+\.?\d*(?:[eE][-+]?\d+)?|\.\d+(?:[eE][-+]?\d+)?))
   | (?P<arrow>->)
   | (?P<ident>[A-Za-z_][A-Za-z0-9_.$]*)
-  | (?P<punct>[()\[\]{}<>,=:*?])
+  | (?P<punct>[()\[\]{}<>,=:*?+\-^])
     """,
     re.VERBOSE,
 )
@@ -544,12 +545,72 @@ class _Parser:
     # -- types -----------------------------------------------------------------------------------
 
     def dim(self) -> Any:
+        """A dimension: an integer, a symbol, or an expression of them (``+ - *``, ``^`` by an
+        integer, ``floordiv``/``ceildiv`` by a positive integer, parentheses)."""
+        start = self.peek()
+        d = self.dim_sum()
+        if not symexpr.is_symbolic(d) and d < 0:
+            raise self.error(f"dimension {d} is negative", start)
+        return d
+
+    def _minus_number(self) -> bool:
+        """A number token ``-3`` standing where an operator is expected is ``- 3``: split it."""
+        t = self.peek()
+        if t.kind == "number" and t.text.startswith("-") and t.text[1:2].isdigit():
+            self.toks[self.i: self.i + 1] = [_Tok("punct", "-", t.pos), _Tok("number", t.text[1:], t.pos + 1)]
+            return True
+        return False
+
+    def dim_sum(self) -> Any:
+        negate = self.accept("-")
+        total = self.dim_term()
+        if negate:
+            total = -total
+        while True:
+            self._minus_number()
+            if self.accept("+"):
+                total = total + self.dim_term()
+            elif self.accept("-"):
+                total = total - self.dim_term()
+            else:
+                return total
+
+    def dim_term(self) -> Any:
+        value = self.dim_power()
+        while True:
+            t = self.peek()
+            if self.accept("*"):
+                value = value * self.dim_power()
+            elif t.kind == "ident" and t.text in ("floordiv", "ceildiv"):
+                self.next()
+                k = self._int(self.next(), f"divisor of {t.text}", minimum=1)
+                value = symexpr.floordiv(value, k) if t.text == "floordiv" else symexpr.ceildiv(value, k)
+            else:
+                return value
+
+    def dim_power(self) -> Any:
+        base = self.dim_atom()
+        if self.accept("^"):
+            e = self._int(self.next(), "exponent", minimum=1)
+            if e > 64:
+                raise self.error(f"exponent {e} is too large")
+            out: Any = 1
+            for _ in range(e):
+                out = out * base
+            return out
+        return base
+
+    def dim_atom(self) -> Any:
         t = self.next()
         if t.kind == "number":
             return self._int(t, "dimension", minimum=0)
         if t.kind == "ident":
             return self.symbols.setdefault(t.text, Symbol(t.text))
-        raise self.error(f"expected a dimension, found '{t.text}'", t)
+        if t.text == "(" and t.kind == "punct":
+            d = self.dim_sum()
+            self.expect(")")
+            return d
+        raise self.error(f"expected a dimension, found '{self._shown(t)}'", t)
 
     def type(self) -> Type:
         kw = self.ident()
@@ -733,6 +794,18 @@ def parse_program(text: str) -> Program:
         return parser.program()
     except RecursionError:
         raise parser.error("nested too deeply") from None
+
+
+def parse_dim(text: str, symbols: dict[str, Symbol] | None = None) -> Any:
+    """One dimension in the text form (``3``, ``s0``, ``2*s0 + 1``, ``(s0 + 1) floordiv 2``);
+    symbols not in ``symbols`` are made with default bounds."""
+    parser = _Parser(text)
+    if symbols:
+        parser.symbols.update(symbols)
+    d = parser.dim()
+    if parser.peek().kind != "eof":
+        raise parser.error(f"unexpected '{parser.peek().text}' after the dimension")
+    return d
 
 
 def iter_lines(prog: Program) -> Iterator[str]:

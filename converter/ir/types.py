@@ -13,6 +13,10 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from .symexpr import DimExpr, Symbol, SymExpr, is_symbolic
+
+__all__ = ["DimExpr", "SymExpr", "Symbol", "is_symbolic"]  # re-exported: types is where dims live
+
 
 @dataclass(frozen=True)
 class DType:
@@ -150,32 +154,12 @@ def dtype_of_array(arr: np.ndarray) -> DType:
 _symbol_counter = itertools.count()
 
 
-@dataclass(frozen=True)
-class Symbol:
-    """A dimension whose size is unknown until run time.
-
-    Identity is the name. ``lower``/``upper`` are bounds from flexible-shape ranges (upper None =
-    unbounded); ``choices`` lists the allowed sizes of an enumerated shape dimension.
-    """
-
-    name: str
-    lower: int = field(default=1, compare=False)
-    upper: int | None = field(default=None, compare=False)
-    choices: tuple[int, ...] | None = field(default=None, compare=False)
-
-    def __str__(self) -> str:
-        return self.name
-
-    def __repr__(self) -> str:
-        return f"Symbol({self.name!r})"
-
-
 def fresh_symbol(prefix: str = "_s") -> Symbol:
     """A symbol with a process-unique name (for data-dependent output sizes)."""
     return Symbol(f"{prefix}{next(_symbol_counter)}")
 
 
-Dim = int | Symbol
+Dim = int | Symbol | SymExpr  # a static size, a symbol, or an expression of symbols (symexpr)
 Shape = tuple  # tuple[Dim, ...]
 
 
@@ -226,7 +210,7 @@ class TensorType(Type):
         for d in shape:
             if isinstance(d, int) and d < 0:
                 raise ValueError(f"negative dimension in shape {shape}")
-            if not isinstance(d, (int, Symbol)):
+            if not isinstance(d, (int, DimExpr)):
                 raise TypeError(f"bad dimension {d!r} in shape")
         object.__setattr__(self, "shape", shape)
 
@@ -249,7 +233,13 @@ class TensorType(Type):
         return TensorType(dt, self.shape)
 
     def symbols(self) -> list[Symbol]:
-        return [d for d in (self.shape or ()) if isinstance(d, Symbol)]
+        """The symbols its dims depend on (those inside expressions included), each once."""
+        found: dict[str, Symbol] = {}
+        for d in self.shape or ():
+            if isinstance(d, DimExpr):
+                for s in d.symbols():
+                    found.setdefault(s.name, s)
+        return list(found.values())
 
 
 @dataclass(frozen=True)
@@ -293,9 +283,12 @@ def type_of_array(arr: np.ndarray, dt: DType | None = None) -> TensorType:
 
 
 def dims_compatible(a: Dim, b: Dim) -> bool:
-    """Whether two dims can describe the same run-time size."""
-    if isinstance(a, Symbol) or isinstance(b, Symbol):
-        return True
+    """Whether two dims can describe the same run-time size: a symbolic dim matches anything, except
+    that two dims differing by a non-zero constant (``s + 1`` and ``s``) never can. (Bounds are not
+    used: a fresh symbol's default lower bound of 1 does not hold for data-dependent sizes.)"""
+    if isinstance(a, DimExpr) or isinstance(b, DimExpr):
+        diff = a - b
+        return diff == 0 if not isinstance(diff, DimExpr) else True
     return int(a) == int(b)
 
 

@@ -31,6 +31,9 @@ class Case:
     build: Callable[..., Any] | None = None  # build(b, **input_values) -> output value(s)
     input_types: dict[str, Type] = field(default_factory=dict)  # override (lists, states, sub-byte)
     id: str = ""
+    # Why, with symbolic inputs, an output size may be a fresh symbol rather than an expression of
+    # the input sizes (a size read from a run-time value, data, a clamp): "" = it must not be.
+    fresh_ok: str = ""
 
     def opset_or_default(self) -> str:
         return self.opset or first_opset(self.op) or "iOS15"

@@ -387,9 +387,12 @@ def test_reshape_symbolic_inference(x_shape, target, opset, want):
     assert _infer("reshape", tensor("fp32", x_shape), {"shape": i32(target)}, opset).shape == want
 
 
-def test_reshape_symbolic_inference_unknown_size_is_fresh():
+def test_reshape_symbolic_inference_of_minus_one_is_an_expression():
+    """-1 is the element count over the other target dims, as a polynomial when it divides."""
     (d,) = _infer("reshape", tensor("fp32", (_S, _T)), {"shape": i32([-1])}).shape
-    assert _fresh(d)
+    assert d == _S * _T
+    assert _infer("reshape", tensor("fp32", (2 * _S, 6)), {"shape": i32([-1, 3])}).shape == (4 * _S, 3)
+    assert _infer("reshape", tensor("fp32", (_S, _T, 4)), {"shape": i32([-1, 8])}).shape == (_S * _T // 2, 8)
 
 
 def test_reshape_runtime_shape_gives_rank_from_its_length():
@@ -404,7 +407,11 @@ def test_reshape_runtime_shape_gives_rank_from_its_length():
     (_S, 0, 2**31 - 1, 1, _S),             # an end sentinel keeps the whole dim
     (_S, -1, 2**31 - 1, 1, 1),
     (_S, -1, -(2**31), -1, _S),            # full reverse
-    (_S, 1, 2**31 - 1, 1, "fresh"),        # S - 1
+    (_S, 1, 2**31 - 1, 1, _S - 1),         # every size >= 1 loses its first element
+    (_S, 0, -1, 1, _S - 1),            # all but the last
+    (_S, 0, 2**31 - 1, 2, (_S + 1) // 2),  # every other element: ceil(S / 2)
+    (_S4, 1, -1, 2, (_S4 + 1) // 2 - 1),
+    (_S, 2, 2**31 - 1, 1, "fresh"),        # max(S - 2, 0): S may be 1
     (_S, 0, 3, 1, "fresh"),                # min(S, 3)
     (_S4, 0, 3, 1, 3),                     # S >= 4
     (_S4, -2, 2**31 - 1, 2, 1),

@@ -15,6 +15,8 @@ from typing import Any
 import numpy as np
 
 from ..opdef import EvalArgs, InferArgs, OpDef, register
+from ..shapes import never_positive
+from ..symexpr import ceildiv, floordiv
 from ..types import Dim, TensorType, Type, fresh_symbol, is_static_dim
 from ._util import as_int_list
 
@@ -51,8 +53,9 @@ class Window:
     ceil_mode: bool = False
 
     def effective(self, i: int) -> Dim:
+        """The dilated kernel extent ``(k - 1) * d + 1`` (an expression for a symbolic kernel)."""
         k = self.kernel[i]
-        return (int(k) - 1) * self.dilations[i] + 1 if is_static_dim(k) else k
+        return (int(k) - 1) * self.dilations[i] + 1 if is_static_dim(k) else (k - 1) * self.dilations[i] + 1
 
     def pad(self, i: int, n: int) -> tuple[int, int]:
         """(before, after) zero padding of spatial dim ``i`` for input length ``n``."""
@@ -83,13 +86,33 @@ class Window:
             out -= 1
         return out
 
+    def out_dim(self, i: int, n: Dim) -> Dim | None:
+        """Output length of spatial dim ``i`` for a possibly symbolic input length: the formula of
+        ``out_size`` as an expression; None where ceil_mode's dropped last window depends on the
+        size (ceil_mode with padding)."""
+        s, k = self.strides[i], self.effective(i)
+        if self.pad_type in ("same", "same_lower"):
+            return ceildiv(n, s)
+        before, after = self.custom_pad[i] if self.pad_type == "custom" else (0, 0)
+        if not self.ceil_mode:
+            return floordiv(n + before + after - k, s) + 1
+        if before + after == 0:
+            return floordiv(n - k + s - 1, s) + 1
+        return None
+
     def out_dims(self, a: InferArgs, in_dims: tuple[Dim, ...]) -> tuple[Dim, ...]:
-        """Output spatial dims; symbolic inputs give fresh symbols unless the size is preserved."""
+        """Output spatial dims: sizes, or expressions of symbolic sizes (``out_dim``)."""
         dims: list[Dim] = []
         for i, n in enumerate(in_dims):
             k = self.effective(i)
             if not (is_static_dim(n) and is_static_dim(k)):
-                dims.append(n if self._preserves_size(i) else fresh_symbol())
+                d = self.out_dim(i, n)
+                if d is None:
+                    d = fresh_symbol()
+                elif never_positive(d):
+                    raise a.fail(f"spatial dim {i}: the window ({k} after dilation) cannot fit the padded input "
+                                 f"of size {n} (output size {d})")
+                dims.append(d)
                 continue
             size = self.out_size(i, int(n))
             if size <= 0:
@@ -97,14 +120,6 @@ class Window:
                              f"of size {n} (output size {size})")
             dims.append(size)
         return tuple(dims)
-
-    def _preserves_size(self, i: int) -> bool:
-        if self.strides[i] != 1:
-            return False
-        if self.pad_type in ("same", "same_lower"):
-            return True
-        k = self.effective(i)
-        return is_static_dim(k) and sum(self.custom_pad[i]) == int(k) - 1
 
     def out_sizes(self, in_sizes: tuple[int, ...]) -> tuple[int, ...]:
         return tuple(self.out_size(i, n) for i, n in enumerate(in_sizes))
@@ -388,7 +403,7 @@ class ConvTranspose(SpatialDefaults):
         _divides(a, "input channels", c_in, groups)
         if is_static_dim(c_in) and is_static_dim(w.shape[0]) and int(c_in) != int(w.shape[0]):
             raise a.fail(f"weight is for {w.shape[0]} input channels, x has {c_in}")
-        c_out = int(w.shape[1]) * groups if is_static_dim(w.shape[1]) else fresh_symbol()
+        c_out = w.shape[1] * groups
         _check_bias(a, c_out)
         win = self._window(a, tuple(w.shape[2:]))
         given = self._output_shape(a, rank)
@@ -398,22 +413,18 @@ class ConvTranspose(SpatialDefaults):
             return [TensorType(x.dtype, (x.shape[0], c_out) + tuple(given[2:]))]
         dims = []
         for i, n in enumerate(x.shape[2:]):
-            k = win.effective(i)
-            if not (is_static_dim(n) and is_static_dim(k)):
-                same_size = win.pad_type == "same" and win.strides[i] == 1
-                dims.append(n if same_size else fresh_symbol())
-                continue
-            size = self._out_size(win, i, int(n))
-            if size <= 0:
+            size = self._out_size(win, i, n)
+            if never_positive(size):
                 raise a.fail(f"spatial dim {i}: padding {win.custom_pad[i]} removes the whole output")
             dims.append(size)
         return [TensorType(x.dtype, (x.shape[0], c_out) + tuple(dims))]
 
     @staticmethod
-    def _out_size(win: Window, i: int, n: int) -> int:
+    def _out_size(win: Window, i: int, n: Dim) -> Dim:
+        """Output length for input length ``n`` (an expression when ``n`` or the kernel is symbolic)."""
         if win.pad_type == "same":
             return n * win.strides[i]
-        return (n - 1) * win.strides[i] + int(win.effective(i)) - sum(win.custom_pad[i])
+        return (n - 1) * win.strides[i] + win.effective(i) - sum(win.custom_pad[i])
 
     @staticmethod
     def _crop_before(win: Window, i: int, n: int, out: int) -> int:

@@ -11,12 +11,14 @@ once to the output dtype, as PyTorch and onnxruntime do.
 
 from __future__ import annotations
 
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
 
 from ..opdef import EvalArgs, InferArgs, OpDef, register
-from ..shapes import dim_op, normalize_axis
+from ..shapes import dim_op, never_positive, normalize_axis
+from ..symexpr import floordiv
 from ..types import Dim, TensorType, Type, fresh_symbol, is_static_dim
 from ._util import as_int_list
 from .conv import str_param
@@ -199,9 +201,17 @@ class _Upsample(OpDef):
 
     @staticmethod
     def _scaled(n: Dim, scale: float) -> Dim:
+        """``floor(n * scale)``; for a symbolic ``n``, ``(n * p) floordiv q`` when the scale is a
+        dyadic fraction p/q with q <= 2**16 (then ``n * scale`` is exact in float64 and the kernel's
+        floor agrees for any n below 2**36), else a fresh symbol."""
         if scale == 1:
             return n
-        return dim_op(lambda d: np.floor(d * scale), n)
+        if is_static_dim(n):
+            return int(np.floor(int(n) * scale))
+        frac = Fraction(scale)
+        if frac.denominator > 1 << 16:
+            return fresh_symbol()
+        return floordiv(n * frac.numerator, frac.denominator)
 
     def infer(self, a: InferArgs) -> list[Type]:
         x = _min_rank(a, "x", 3)
@@ -210,7 +220,7 @@ class _Upsample(OpDef):
             return [x]
         h, w = self._scaled(x.shape[-2], sh), self._scaled(x.shape[-1], sw)
         for d in (h, w):
-            if is_static_dim(d) and int(d) < 1:
+            if never_positive(d):
                 raise a.fail(f"scaling {list(x.shape[-2:])} by ({sh}, {sw}) leaves an empty dim")
         return [_with_last2(x, h, w)]
 
@@ -347,7 +357,7 @@ class Crop(OpDef):
         h = x.shape[-2] if sum(ch) == 0 else dim_op(lambda d: d - sum(ch), x.shape[-2])
         w = x.shape[-1] if sum(cw) == 0 else dim_op(lambda d: d - sum(cw), x.shape[-1])
         for d, c, n in ((h, ch, x.shape[-2]), (w, cw, x.shape[-1])):
-            if is_static_dim(d) and int(d) < 1:
+            if never_positive(d):
                 raise a.fail(f"cropping {c} from a dim of size {n} leaves nothing")
         return [_with_last2(x, h, w)]
 
@@ -802,8 +812,8 @@ class BatchToSpace(_BatchSpace):
         spatial = []
         for d, b, (c0, c1) in zip(x.shape[2:], block, crops):
             size = d if b == 1 and c0 + c1 == 0 else dim_op(lambda n, b=b, c=c0 + c1: n * b - c, d)
-            if is_static_dim(size) and int(size) < 1:
-                raise a.fail(f"cropping {c0 + c1} from {int(d) * b} leaves nothing")
+            if never_positive(size):
+                raise a.fail(f"cropping {c0 + c1} from {d} * {b} leaves nothing")
             spatial.append(size)
         batch = x.shape[0] if k == 1 else dim_op(lambda n: n // k, x.shape[0])
         return [TensorType(x.dtype, (batch, x.shape[1], *spatial))]

@@ -200,7 +200,7 @@ def _lut_output_shape(a: InferArgs, layout: str, indices: str) -> tuple | None:
     except ShapeError as e:
         raise a.fail(str(e)) from None
     if not (is_static_dim(vs) and int(vs) == 1):
-        shape[ax] = int(shape[ax]) * int(vs) if is_static_dim(shape[ax]) and is_static_dim(vs) else a.new_symbol()
+        shape[ax] = shape[ax] * vs  # an expression when either is symbolic
     return tuple(shape)
 
 

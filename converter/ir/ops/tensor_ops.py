@@ -9,7 +9,8 @@ from typing import Any
 import numpy as np
 
 from ..opdef import EvalArgs, InferArgs, OpDef, opset_index, register
-from ..shapes import ShapeError, broadcast_shapes
+from ..shapes import ShapeError, broadcast_shapes, dim_sum
+from ..symexpr import floordiv
 from ..types import Dim, DType, TensorType, Type, dtype, fresh_symbol, int32, is_static_dim
 from ._util import as_int_list
 from .tensor_transform import axis_of, dims_product, merge_dims
@@ -24,15 +25,6 @@ def _tensor_types(a: InferArgs, name: str) -> list[TensorType]:
     if len({t.dtype for t in types}) > 1:
         raise a.fail(f"{name} must share one dtype, got {[t.dtype.name for t in types]}")
     return types
-
-
-def _dims_sum(dims: list[Dim]) -> Dim:
-    """Sum of dims: an int when all are static, the symbol when it is the only non-zero term."""
-    static = sum(int(d) for d in dims if is_static_dim(d))
-    symbols = [d for d in dims if not is_static_dim(d)]
-    if not symbols:
-        return static
-    return symbols[0] if len(symbols) == 1 and static == 0 else fresh_symbol()
 
 
 def _merge_shapes(a: InferArgs, shapes: list[tuple], skip: int | None = None) -> list[Dim]:
@@ -75,11 +67,11 @@ class Concat(OpDef):
         interleave = bool(a.value("interleave"))
         out = _merge_shapes(a, known, skip=None if interleave else axis)
         if interleave:
-            out[axis] = _dims_sum([out[axis]] * len(types))
+            out[axis] = dim_sum([out[axis]] * len(types))
         elif len(known) < len(types):
             out[axis] = a.new_symbol()
         else:
-            out[axis] = _dims_sum([s[axis] for s in known])
+            out[axis] = dim_sum([s[axis] for s in known])
         return [TensorType(dt, tuple(out))]
 
     def evaluate(self, a: EvalArgs) -> list[Any]:
@@ -136,8 +128,8 @@ class Split(OpDef):
         num = int(num)
         if num < 1:
             raise a.fail(f"num_splits {num} must be positive")
-        if not is_static_dim(dim):
-            return [dim if num == 1 else fresh_symbol()] * num
+        if not is_static_dim(dim):  # the run-time split needs num to divide the size
+            return [floordiv(dim, num)] * num
         if int(dim) % num:
             raise a.fail(f"num_splits {num} does not divide the split dim {dim}")
         return [int(dim) // num] * num

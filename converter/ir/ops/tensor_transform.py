@@ -10,14 +10,14 @@ fresh symbol instead, unless the size is the same for every value the symbol may
 from __future__ import annotations
 
 import math
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
 import numpy as np
 
 from ..opdef import EvalArgs, InferArgs, OpDef, opset_index, register
-from ..shapes import ShapeError, normalize_axes, normalize_axis
+from ..shapes import ShapeError, dim_prod, normalize_axes, normalize_axis
+from ..symexpr import ceildiv, exact_quotient, floordiv
 from ..types import Dim, Symbol, TensorType, Type, fresh_symbol, is_static_dim, num_elements
 from ._util import as_int_list
 
@@ -34,23 +34,11 @@ def axis_of(a: InferArgs | EvalArgs, name: str, rank: int, *, extra: int = 0) ->
 
 
 def dims_product(dims: Any) -> Dim:
-    """Product of dims: 0 if any static dim is 0, the symbol itself when it is the only non-1 factor,
-    else an int (all static) or a fresh symbol."""
+    """Product of dims: 0 if any static dim is 0, else an int or an expression of the symbols."""
     dims = list(dims)
     if any(is_static_dim(d) and int(d) == 0 for d in dims):
         return 0
-    static = 1
-    symbols = []
-    for d in dims:
-        if is_static_dim(d):
-            static *= int(d)
-        else:
-            symbols.append(d)
-    if not symbols:
-        return static
-    if len(symbols) == 1 and static == 1:
-        return symbols[0]
-    return fresh_symbol()
+    return dim_prod(dims)
 
 
 def merge_dims(dims: list[Dim], what: str) -> Dim:
@@ -110,28 +98,33 @@ def resolve_reshape(x_dims: tuple | None, target: list[int], right_aligned_zeros
 
 
 def _infer_minus_one(x_dims: tuple, known: list[Dim], target: list[int], fail: Callable[[str], Exception]) -> Dim:
-    """The size a -1 stands for: x's element count over the other target dims, cancelling symbols
-    common to both sides (``[s, 3, 4] -> [-1, 12]`` gives ``s``)."""
-    x_syms = Counter(d.name for d in x_dims if isinstance(d, Symbol))
-    t_syms = Counter(d.name for d in known if isinstance(d, Symbol))
-    x_static = math.prod(int(d) for d in x_dims if is_static_dim(d))
+    """The size a -1 stands for: x's element count over the other target dims. Dims common to
+    both sides cancel (``[s, 3, 4] -> [-1, 12]`` gives ``s``); what is left divides as polynomials
+    (``[2*s, 6] -> [-1, 3]`` gives ``4*s``), or by a constant with floor division (the run-time
+    reshape needs it exact); a symbolic divisor that does not divide gives a fresh symbol."""
     t_static = math.prod(int(d) for d in known if is_static_dim(d))
-    common = x_syms & t_syms
-    x_syms, t_syms = x_syms - common, t_syms - common
     if t_static == 0:
         raise fail(f"cannot infer the -1 of shape {target}: another dim is 0")
-    if x_static == 0:
+    if any(is_static_dim(d) and int(d) == 0 for d in x_dims):
         return 0
-    if t_syms:
-        return fresh_symbol()
-    if not x_syms:
-        if x_static % t_static:
-            raise fail(f"cannot reshape {list(x_dims)} to {target}: {x_static} elements do not divide by {t_static}")
-        return x_static // t_static
-    if sum(x_syms.values()) == 1 and x_static == t_static:
-        name = next(iter(x_syms))
-        return next(d for d in x_dims if isinstance(d, Symbol) and d.name == name)
-    return fresh_symbol()
+    rest_x = [d for d in x_dims if not is_static_dim(d)]
+    rest_t = [d for d in known if not is_static_dim(d)]
+    for d in list(rest_t):
+        if d in rest_x:
+            rest_x.remove(d)
+            rest_t.remove(d)
+    x_static = math.prod(int(d) for d in x_dims if is_static_dim(d))
+    num = dim_prod(rest_x) * x_static
+    if not rest_t:
+        if is_static_dim(num):
+            if int(num) % t_static:
+                raise fail(f"cannot reshape {list(x_dims)} to {target}: {int(num)} elements do not divide by "
+                           f"{t_static}")
+            return int(num) // t_static
+        q = exact_quotient(num, t_static)
+        return q if q is not None else floordiv(num, t_static)
+    q = exact_quotient(num, dim_prod(rest_t) * t_static)
+    return q if q is not None else fresh_symbol()
 
 
 @register
@@ -311,28 +304,84 @@ def slice_len(size: int, begin: int | None, end: int | None, stride: int) -> int
 
 
 def _slice_dim(dim: Dim, begin: Any, end: Any, stride: int) -> Dim:
-    """Size of a sliced dim. For a symbolic dim: the symbol itself when the slice keeps every
-    element for every size the symbol allows, a static size when it does not depend on the size,
-    else a fresh symbol. The slice length is monotone in the size between breakpoints near |begin|
-    and |end| (linear when |stride| = 1), so testing the sizes at those points and at both ends of
-    the symbol's range decides both questions."""
+    """Size of a sliced dim. For a symbolic dim: an expression of it when the slice length is one
+    for every size the dim allows (``x[1:]`` gives ``n - 1``, ``x[::2]`` gives ``(n + 1) floordiv 2``),
+    else a static size when it does not depend on the size, else a fresh symbol (a clamped slice
+    such as ``x[2:]`` on a size that may be below 2 is ``max(n - 2, 0)``, which the dim algebra has
+    no form for). The slice length is monotone in the size between breakpoints near |begin| and
+    |end| (linear when |stride| = 1), so testing the sizes at those points and at both ends of the
+    dim's range decides the static and the unchanged case."""
     if begin is _UNKNOWN or end is _UNKNOWN:
         return fresh_symbol()
     if is_static_dim(dim):
         return slice_len(int(dim), begin, end, stride)
-    assert isinstance(dim, Symbol)
-    if dim.choices:
+    if isinstance(dim, Symbol) and dim.choices:
         sizes = sorted(dim.choices)
+        lo, hi = sizes[0], sizes[-1]
     else:
-        lo, hi = dim.lower, min(_MAX_DIM if dim.upper is None else dim.upper, _MAX_DIM)
+        lo_b, hi_b = dim.bounds()
+        lo, hi = max(lo_b or 0, 0), min(_MAX_DIM if hi_b is None else hi_b, _MAX_DIM)
         marks = {abs(v) + k for v in (begin, end) if v is not None for k in (-1, 0, 1, 2)}
         sizes = sorted({lo, hi} | {n for n in marks if lo <= n <= hi})
     lens = [slice_len(n, begin, end, stride) for n in sizes]
+    affine = _affine_slice_len(begin, end, stride, lo, hi)
+    if affine is not None:
+        alpha, beta = affine
+        if all(ceildiv(alpha * n + beta, abs(stride)) == m for n, m in zip(sizes, lens)):
+            return ceildiv(dim * alpha + beta, abs(stride))
     if abs(stride) == 1 and lens == sizes:
         return dim
     if len(set(lens)) == 1:
         return lens[0]
     return fresh_symbol()
+
+
+def _affine_slice_len(begin: int | None, end: int | None, stride: int, lo: int, hi: int) -> tuple[int, int] | None:
+    """(alpha, beta) such that the slice of a dim of size n has ``ceildiv(alpha*n + beta, |stride|)``
+    elements for every n in [lo, hi], when that holds. Numpy clamps a bound into the dim; a bound
+    beyond every size the dim allows (an INT_MAX end sentinel) is clamped the same way for all of
+    them, and for sizes beyond |bound| nothing is clamped: either way the start and stop are affine
+    in n, as (coefficient of n, constant)."""
+    step = abs(stride)
+    reach = 0  # sizes below this clamp some bound differently
+
+    def at(v: int | None, default: tuple[int, int]) -> tuple[int, int]:
+        nonlocal reach
+        if v is None:
+            return default
+        if stride > 0:
+            if v >= 0:
+                if v >= hi:
+                    return (1, 0)  # min(v, n) = n
+                reach = max(reach, v)
+                return (0, v)
+            if -v >= hi:
+                return (0, 0)  # max(n + v, 0) = 0
+            reach = max(reach, -v)
+            return (1, v)
+        if v >= 0:
+            if v >= hi - 1:
+                return (1, -1)  # min(v, n - 1) = n - 1
+            reach = max(reach, v + 1)
+            return (0, v)
+        if -v > hi:
+            return (0, -1)  # n + v < 0 clamps to -1 (before the start)
+        reach = max(reach, -v + 1)
+        return (1, v)
+
+    if stride > 0:
+        b, e = at(begin, (0, 0)), at(end, (1, 0))
+        alpha, beta = e[0] - b[0], e[1] - b[1]
+    else:
+        b, e = at(begin, (1, -1)), at(end, (0, -1))
+        alpha, beta = b[0] - e[0], b[1] - e[1]
+    if lo < reach:
+        return None
+    if ceildiv(alpha * lo + beta, step) < 0:
+        return None
+    if alpha < 0 and (hi >= _MAX_DIM or ceildiv(alpha * hi + beta, step) < 0):
+        return None
+    return alpha, beta
 
 
 class _SliceByIndexBase(OpDef):
@@ -450,8 +499,12 @@ class SliceBySize(OpDef):
                 raise a.fail(f"size {sizes} has a negative entry other than -1")
             elif begins is None:
                 out.append(a.new_symbol())
+            elif begins[i] < 0:  # the slice lies inside x: the last -begin elements
+                out.append(-begins[i])
             else:
-                out.append(_slice_dim(d, begins[i], None, 1))
+                if is_static_dim(d) and begins[i] > int(d):
+                    raise a.fail(f"slice [{begins[i]}:] of dim {i} is outside its size {d}")
+                out.append(d - begins[i])
         return [TensorType(x.dtype, tuple(out))]
 
     def evaluate(self, a: EvalArgs) -> list[Any]:
