@@ -16,9 +16,16 @@ Canonical form (so that equal expressions compare and hash equal: ``s*2 == s+s``
   ``[1, k-1]``, its constant in ``[0, k-1]``) it is ``Q + floordiv(R, k)``; then
   ``floordiv(R, k)`` is 0 when ``R`` is a constant, divides ``R`` and ``k`` by the gcd of ``k``
   and ``R``'s coefficients (``floor((g*x + c)/(g*m)) = floor((x + floor(c/g))/m)``), and merges
-  nested divisions (``floor((floor(a/j) + c)/k) = floor((a + c*j)/(j*k))``).
+  a nested division (``floor((P + floor(a/j))/k) = floor((j*P + a)/(j*k))``).
 - a result that is a constant is a plain ``int``; a single symbol with coefficient 1 is that
   `Symbol`. So static dims stay ints and a symbol passed through stays the same object.
+
+Equal canonical forms always mean equal values. The converse holds for polynomials (no
+division) and for the division rules above, but not for every identity between different
+divisions: Hermite's ``a floordiv 2 + (a + 1) floordiv 2 = a`` is not applied, so ``ceildiv(a, 2)``
+(``(a + 1) floordiv 2``) and ``-((-a) floordiv 2)`` (``a - a floordiv 2``) compare unequal. (No
+finite rewrite system decides all of these; shape inference builds each size one way, so in
+practice equal sizes get equal forms.)
 
 Expressions evaluate given symbol values (``evaluate``), substitute symbols (``subs``), give
 bounds from their symbols' bounds (``bounds``) and print in the IR text form (``2*s0 + 1``,
@@ -405,12 +412,14 @@ def _floordiv(p: Poly, k: int) -> Poly:
         k //= g
         if k == 1:
             return _add(quotient, _add(rest, {(): const} if const else {}))
-    if len(rest) == 1:
-        ((m, c),) = rest.items()
-        if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], FloorDiv):
-            inner = m[0][0]
-            num = _add(dict(inner.num), {(): const * inner.k} if const else {})
-            return _add(quotient, _floordiv(num, inner.k * k))
+    inner = [m for m, c in rest.items() if c == 1 and len(m) == 1 and m[0][1] == 1 and isinstance(m[0][0], FloorDiv)]
+    if len(inner) == 1:  # floor((P + floor(A/j))/k) = floor((j*P + A)/(j*k)) for integer-valued P
+        atom = inner[0][0][0]
+        others = {m: c for m, c in rest.items() if m != inner[0]}
+        if const:
+            others[()] = const
+        num = _add(_scale(others, atom.k), dict(atom.num))
+        return _add(quotient, _floordiv(num, atom.k * k))
     if const:
         rest[()] = const
     return _add(quotient, {((FloorDiv(rest, k), 1),): 1})

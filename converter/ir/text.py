@@ -562,6 +562,7 @@ class _Parser:
         return False
 
     def dim_sum(self) -> Any:
+        self._minus_number()  # "-2*a" starts with the number token "-2": a minus, then 2
         negate = self.accept("-")
         total = self.dim_term()
         if negate:

@@ -1,5 +1,7 @@
-"""Property: random programs (with nested cond / while_loop blocks) survive text print -> parse ->
-print unchanged, pass the verifier, and run to bit-identical outputs after parsing."""
+"""Property: random programs (with nested cond / while_loop blocks, and shape ops whose output
+sizes are expressions of a symbolic input size: ``2*n``, ``n - 1``, ``n + 3``) survive text
+print -> parse -> print unchanged, pass the verifier, and run to bit-identical outputs after
+parsing, with output shapes equal to their declared types evaluated at the run's size."""
 
 from __future__ import annotations
 
@@ -11,6 +13,7 @@ from converter.ir.builder import Builder, new_program
 from converter.ir.core import Value
 from converter.ir.interpreter import run
 from converter.ir.opdef import registered_op_types
+from converter.ir.symexpr import evaluate
 from converter.ir.text import parse_program, print_program
 from converter.ir.types import Symbol, tensor
 from converter.ir.verify import verify
@@ -31,11 +34,12 @@ class _Gen:
     def __init__(self, draw, depth: int) -> None:
         self.draw = draw
         self.depth = depth
+        self.side: list[Value] = []  # results of shape ops (other shapes: kept out of the pool)
 
     def ops(self, b: Builder, pool: list[Value], n: int) -> list[Value]:
         pool = list(pool)
         for _ in range(n):
-            kind = self.draw(st.sampled_from(["binary", "binary", "unary", "const", "cond", "loop"]))
+            kind = self.draw(st.sampled_from(["binary", "binary", "unary", "const", "cond", "loop", "shape", "shape"]))
             if kind == "binary":
                 op = self.draw(st.sampled_from(BINARY))
                 x = self.draw(st.sampled_from(pool))
@@ -52,7 +56,29 @@ class _Gen:
                 pool.append(self.cond(b, pool))
             elif kind == "loop" and self.depth < 2:
                 pool.append(self.loop(b, pool))
+            elif kind == "shape" and self.depth == 0:
+                self.side.append(self.shape_op(b, pool))
         return pool
+
+    def shape_op(self, b: Builder, pool: list[Value]) -> Value:
+        """An op changing the last dim by arithmetic on its size."""
+        x = self.draw(st.sampled_from([v for v in pool if v.type.shape] or pool))
+        r = len(x.type.shape)
+        if r == 0:
+            return b.reshape(x=x, shape=[1, 1])
+        op = self.draw(st.sampled_from(["concat", "slice", "pad", "tile", "reshape", "stride"]))
+        last = [0] * (r - 1)
+        if op == "concat":
+            return b.concat(values=(x, x, x), axis=-1)
+        if op == "slice":
+            return b.slice_by_index(x=x, begin=last + [1], end=[0] * r, end_mask=[True] * r)
+        if op == "stride":
+            return b.slice_by_index(x=x, begin=[0] * r, end=[0] * r, end_mask=[True] * r, stride=[1] * (r - 1) + [2])
+        if op == "pad":
+            return b.pad(x=x, pad=np.array([1, 2], np.int32), mode="constant")
+        if op == "tile":
+            return b.tile(x=x, reps=[1] * (r - 1) + [2])
+        return b.reshape(x=x, shape=[-1])
 
     def cond(self, b: Builder, pool: list[Value]) -> Value:
         x = self.draw(st.sampled_from(pool))
@@ -106,7 +132,7 @@ def programs(draw):
 
     def body(b: Builder, *args: Value):
         pool = gen.ops(b, list(args), n_ops)
-        return [draw(st.sampled_from(pool[len(args):] or pool)) for _ in range(n_out)]
+        return [draw(st.sampled_from(pool[len(args):] + gen.side or pool)) for _ in range(n_out)]
 
     prog = new_program(inputs, body)
     rng = np.random.default_rng(draw(st.integers(0, 2**31)))
@@ -132,6 +158,8 @@ def test_print_parse_print_is_identity_and_semantics_survive(case):
     for k in a:
         np.testing.assert_array_equal(a[k], b[k])
         assert a[k].dtype == b[k].dtype
+    for v in parsed.main.outputs:  # the declared sizes, evaluated at the run's n, are the run's
+        assert tuple(evaluate(d, {"n": 3}) for d in v.type.shape) == a[v.name].shape, str(v.type)
 
 
 def test_literals_round_trip_exactly():
