@@ -297,6 +297,87 @@ def _dim_range(d: DimExpr) -> tuple[int, int | None]:
     return lo, (None if hi is None else max(hi, lo))
 
 
+def narrow_feature(ft: FeatureTypes_pb2.FeatureType, t: Type) -> FeatureTypes_pb2.FeatureType:
+    """``ft`` narrowed to ``t`` after some of its flexible dims were fixed to sizes (shape
+    specialization): a fixed dim takes its size; enumerated shapes or sizes that disagree are
+    dropped, ranges of fixed dims are pinned; with nothing flexible left, no flexibility remains."""
+    out = FeatureTypes_pb2.FeatureType()
+    out.CopyFrom(ft)
+    if isinstance(t, StateType):
+        if feature_kind(out) == "stateType":
+            inner = FeatureTypes_pb2.FeatureType()
+            inner.multiArrayType.CopyFrom(out.stateType.arrayType)
+            out.stateType.arrayType.CopyFrom(narrow_feature(inner, t.wrapped).multiArrayType)
+        return out
+    if not isinstance(t, TensorType) or t.shape is None:
+        return out
+    fixed = [int(d) if is_static_dim(d) else None for d in t.shape]
+    kind = feature_kind(out)
+    if kind == "multiArrayType":
+        _narrow_array(out.multiArrayType, fixed)
+    elif kind == "imageType" and len(fixed) == 4:
+        _narrow_image(out.imageType, fixed[2], fixed[3])
+    return out
+
+
+def _narrow_array(ma: Any, fixed: list[int | None]) -> None:
+    which = ma.WhichOneof("ShapeFlexibility")
+    if which == "enumeratedShapes":
+        keep = [list(s.shape) for s in ma.enumeratedShapes.shapes
+                if len(s.shape) == len(fixed) and all(n is None or n == m for n, m in zip(fixed, s.shape))]
+        if not keep:
+            shown = ", ".join(str(list(s.shape)) for s in ma.enumeratedShapes.shapes)
+            raise DescriptionError(f"shape {['?' if n is None else n for n in fixed]} is not one of the "
+                                   f"enumerated shapes ({shown})")
+        del ma.enumeratedShapes.shapes[:]
+        for shape in keep:
+            ma.enumeratedShapes.shapes.add().shape.extend(shape)
+        if len(keep) <= 1:
+            ma.ClearField("enumeratedShapes")
+        if keep:
+            del ma.shape[:]
+            ma.shape.extend(keep[0])
+    elif which == "shapeRange" and len(ma.shapeRange.sizeRanges) == len(fixed):
+        for r, n in zip(ma.shapeRange.sizeRanges, fixed):
+            if n is not None:
+                r.lowerBound, r.upperBound = n, n
+        if all(n is not None for n in fixed):
+            ma.ClearField("shapeRange")
+    if len(ma.shape) == len(fixed):
+        for i, n in enumerate(fixed):
+            if n is not None:
+                ma.shape[i] = n
+    elif all(n is not None for n in fixed):
+        del ma.shape[:]
+        ma.shape.extend(fixed)
+
+
+def _narrow_image(im: Any, height: int | None, width: int | None) -> None:
+    if height is not None:
+        im.height = height
+    if width is not None:
+        im.width = width
+    which = im.WhichOneof("SizeFlexibility")
+    if which == "enumeratedSizes":
+        keep = [(s.height, s.width) for s in im.enumeratedSizes.sizes
+                if (height is None or s.height == height) and (width is None or s.width == width)]
+        if not keep:
+            shown = ", ".join(f"{s.height}x{s.width}" for s in im.enumeratedSizes.sizes)
+            raise DescriptionError(f"image size {height}x{width} is not one of the enumerated sizes ({shown})")
+        del im.enumeratedSizes.sizes[:]
+        for h, w in keep:
+            size = im.enumeratedSizes.sizes.add()
+            size.height, size.width = h, w
+        if len(keep) <= 1:
+            im.ClearField("enumeratedSizes")
+    elif which == "imageSizeRange":
+        for r, n in ((im.imageSizeRange.heightRange, height), (im.imageSizeRange.widthRange, width)):
+            if n is not None:
+                r.lowerBound, r.upperBound = n, n
+        if height is not None and width is not None:
+            im.ClearField("imageSizeRange")
+
+
 def feature_min_spec_version(ft: FeatureTypes_pb2.FeatureType) -> int:
     kind = feature_kind(ft)
     if kind == "multiArrayType":
