@@ -24,6 +24,7 @@ from ..formats.model_file import ModelFile
 from ..formats.proto import MIL_pb2, Model_pb2
 from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
+from ..ir.rng import assign_rng_keys
 from ..ir.symbols import canonicalize_symbols
 from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
 from ..ir.verify import is_compile_time_const
@@ -157,6 +158,8 @@ class _Loader:
         prog.meta["model_description"] = model.description.SerializeToString()
         prog.meta["source_format"] = "mlprogram"
         canonicalize_symbols(prog)
+        for fn in prog.functions.values():
+            assign_rng_keys(fn)  # random ops' streams, numbered in program order (converter.ir.rng)
         return prog
 
     def function_descriptions(self, d: Model_pb2.ModelDescription) -> dict[str, Any]:

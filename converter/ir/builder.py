@@ -16,6 +16,7 @@ from ..errors import TypeInferenceError
 from .core import Block, Function, Op, Program, Value
 from .names import NameScope
 from .opdef import InputSpec, get_opdef
+from .rng import RNG_KEY, next_rng_key
 from .runtime import ListValue
 from .types import DType, ListType, Type, dtype, type_of_array
 from .verify import is_compile_time_const
@@ -139,6 +140,8 @@ class Builder:
                 dd = domain_dtypes.get(spec.domain) if spec.domain else None
                 bound[key] = self._as_value(arg, spec, dd, f"{name}_{key}")
         op = Op(op_type, opdef, name=name, attributes=attributes, blocks=blocks)
+        if "random" in opdef.traits and RNG_KEY not in op.attributes and self.function is not None:
+            op.attributes[RNG_KEY] = next_rng_key(self.function)  # its draws follow this, not its name
         for key, v in bound.items():
             op.set_input(key, v)
         self._insert(op)

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
     from .opdef import OpDef
 
 
+# Op attributes the IR keeps for itself and writers never emit: ``rng_key``, a random op's stream
+# key (see `converter.ir.rng`).
+IR_ONLY_ATTRIBUTES = frozenset({"rng_key"})
+
+
 class Use(NamedTuple):
     """One use of a value: by an op input (``key``, position in a tuple input) or a block output."""
 
@@ -670,6 +675,7 @@ class Function:
         self.state_info: dict[str, FeatureInfo] = {}
         self.meta: dict[str, Any] = {}
         self._names: NameScope | None = None
+        self._rng_next: int | None = None  # next random-op stream key (converter.ir.rng)
 
     def __repr__(self) -> str:
         return f"<Function {self.name} ({self.opset})>"

@@ -6,7 +6,6 @@ shapes of its inputs, in the spirit of torch.fx's interpreter.
 
 from __future__ import annotations
 
-import zlib
 from collections.abc import Mapping, Sequence
 from typing import Any
 
@@ -16,6 +15,7 @@ from ..errors import ConverterError, EvaluationError
 from ..limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES, size_text
 from .core import Block, Function, Op, Program, Value
 from .opdef import EvalArgs
+from .rng import rng_key
 from .runtime import ListValue, StateCell
 from .types import (
     DictType,
@@ -165,9 +165,11 @@ class Interpreter:
                 "--max-loop-iterations (command line)")
 
     def rng(self, op: Op, seed: int | None) -> np.random.Generator:
+        """The stream of a random op: its own seed when >= 0, else the interpreter's seed and the
+        op's stream key (`converter.ir.rng`: stable under renames and rewrites)."""
         if seed is not None and int(seed) >= 0:
             return np.random.default_rng(int(seed))
-        return np.random.default_rng([self.seed, zlib.crc32(op.name.encode())])
+        return np.random.default_rng([self.seed, rng_key(op)])
 
     # -- internals -------------------------------------------------------------------------------
 

@@ -34,6 +34,7 @@ from ..errors import ParseError, UnsupportedError
 from . import symexpr
 from .core import Block, Function, Op, Program, Value
 from .opdef import OPSETS, get_opdef
+from .rng import assign_rng_keys
 from .runtime import ListValue
 from .types import (
     DTYPES,
@@ -447,6 +448,7 @@ class _Parser:
         self.block_body(fn.block)
         self.expect("->")
         fn.block.set_outputs(self.value_list())
+        assign_rng_keys(fn)  # random ops written without their stream key (printed ones keep theirs)
         return fn
 
     def value_def(self) -> str:
@@ -550,7 +552,7 @@ class _Parser:
         start = self.peek()
         d = self.dim_sum()
         if not symexpr.is_symbolic(d) and d < 0:
-            raise self.error(f"dimension {d} is negative", start)
+            raise self.error(f"dimension must be at least 0, got {d}", start)
         return d
 
     def _minus_number(self) -> bool:

@@ -38,7 +38,7 @@ from ...formats.milproto import CodecError, type_to_proto, value_to_proto, value
 from ...formats.model_file import write_mlmodel
 from ...formats.package import WEIGHT_FILE_REF, write_package
 from ...formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2
-from ...ir.core import Block, FeatureInfo, Function, Op, Program, Value
+from ...ir.core import IR_ONLY_ATTRIBUTES, Block, FeatureInfo, Function, Op, Program, Value
 from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
 from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
@@ -457,6 +457,8 @@ class _Emitter:
             op_name = names[op.outputs[0]]
         self.attribute(out.attributes["name"], op_name, "op name")
         for k, val in op.attributes.items():
+            if k in IR_ONLY_ATTRIBUTES:
+                continue
             if k == "val" and op.type in ("const", "_const_symbolic"):
                 t = op.outputs[0].type
                 try:

@@ -3,7 +3,8 @@
 Core ML's random streams are not reproducible outside Core ML; these kernels draw from numpy's
 PCG64 instead. What the IR guarantees is the distribution, the shape and dtype, and determinism:
 a non-negative ``seed`` gives the same values on every run, ``seed = -1`` (the default) a stream
-fixed per interpreter seed and op name (``EvalArgs.rng``). The ops carry the "random" trait, not
+fixed per interpreter seed and the op's stream key, which renames and rewrites do not change
+(``EvalArgs.rng``, `converter.ir.rng`). The ops carry the "random" trait, not
 "pure": two draws with equal inputs are different values and must not be merged or folded.
 Samples are drawn in fp32 and rounded to the output dtype (fp16 or fp32).
 """
