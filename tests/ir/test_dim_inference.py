@@ -109,3 +109,24 @@ def test_symbolic_slice_length_matches_numpy_for_every_allowed_size(lo, span, be
             assert int(d) == want, (d, size)
         elif all(s.name == "n" for s in d.symbols()):  # not a fresh symbol: an expression of n
             assert d.evaluate({"n": size}) == want, (str(d), size)
+
+
+def test_broadcasting_keeps_equal_symbolic_dims_and_one_that_cannot_be_1():
+    from converter.ir.shapes import broadcast_shapes
+
+    s, t, big = Symbol("s"), Symbol("t"), Symbol("big", lower=2)
+    assert broadcast_shapes((2 * s, 3), (1, 3)) == (2 * s, 3)
+    assert broadcast_shapes((s + 1,), (s + 1,)) == (s + 1,)
+    assert broadcast_shapes((big,), (t,)) == (big,)  # t must be 1 or big
+    (fresh,) = broadcast_shapes((s,), (t,))
+    assert isinstance(fresh, Symbol) and fresh not in (s, t)
+
+
+def test_inputs_with_expression_dims_are_checked_when_fed():
+    from converter.errors import EvaluationError
+
+    n = Symbol("n")
+    prog = new_program({"x": TensorType(dtype("fp32"), (n, 2 * n))}, lambda b, x: [b.relu(x=x)])
+    assert run(prog, {"x": np.ones((3, 6), np.float32)})
+    with pytest.raises(EvaluationError, match=r"dimension 2\*n is 6 here, got 5"):
+        run(prog, {"x": np.ones((3, 5), np.float32)})
