@@ -53,50 +53,38 @@ class Use(NamedTuple):
     index: int  # position within a tuple input / block outputs; 0 for single inputs
 
 
-class UseList:
-    """The uses of a value: an insertion-ordered set (O(1) add, remove and ``in``; iteration in
-    the order the uses were made). Compares equal to a list or tuple of the same uses in order."""
+class UseList(dict):
+    """The uses of a value: an insertion-ordered set (a dict of Use -> None: O(1) add, remove and
+    ``in``; iteration in the order the uses were made). Compares equal to a list or tuple of the
+    same uses in order."""
 
-    __slots__ = ("_uses",)
-
-    def __init__(self, uses: Iterable[Use] = ()) -> None:
-        self._uses: dict[Use, None] = dict.fromkeys(uses)
+    __slots__ = ()
 
     def append(self, use: Use) -> None:
-        self._uses[use] = None
+        self[use] = None
 
     def remove(self, use: Use) -> None:
         try:
-            del self._uses[use]
+            del self[use]
         except KeyError:
             raise ValueError(f"{use} is not a use of this value") from None
 
     def discard(self, use: Use) -> None:
-        self._uses.pop(use, None)
-
-    def __contains__(self, use: object) -> bool:
-        return use in self._uses
-
-    def __iter__(self) -> Iterator[Use]:
-        return iter(self._uses)
-
-    def __len__(self) -> int:
-        return len(self._uses)
-
-    def __bool__(self) -> bool:
-        return bool(self._uses)
+        self.pop(use, None)
 
     def __eq__(self, other: object) -> bool:
-        if isinstance(other, UseList):
-            return list(self._uses) == list(other._uses)
-        if isinstance(other, (list, tuple)):
-            return list(self._uses) == list(other)
+        if isinstance(other, (UseList, list, tuple)):
+            return list(self) == list(other)
         return NotImplemented
+
+    def __ne__(self, other: object) -> bool:
+        eq = self.__eq__(other)
+        return eq if eq is NotImplemented else not eq
 
     __hash__ = None  # type: ignore[assignment]  # mutable
 
     def __repr__(self) -> str:
-        return f"UseList({list(self._uses)!r})"
+        return f"UseList({list(self)!r})"
 
 
 class Value:
