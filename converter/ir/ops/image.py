@@ -208,7 +208,7 @@ class _Upsample(OpDef):
             return n
         if is_static_dim(n):
             return int(np.floor(int(n) * scale))
-        frac = Fraction(scale)
+        frac = Fraction(float(scale))
         if frac.denominator > 1 << 16:
             return fresh_symbol()
         return floordiv(n * frac.numerator, frac.denominator)
