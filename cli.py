@@ -317,7 +317,8 @@ def _explain(op_name: str, optimized, source, pipeline: list) -> None:  # noqa: 
     for op in ops:
         found = explain_op(op, rules)
         if found:
-            _say(format_explanations(op_name, found, where))
+            for line in format_explanations(op_name, found, where).splitlines():
+                _say(line)
         else:
             _say(f"{op.type} '{op.name}'{where}: no rule of these passes is rooted at {op.type}")
 

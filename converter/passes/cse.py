@@ -24,6 +24,7 @@ import numpy as np
 
 from ..ir.core import Block, Op, Program
 from ..ir.runtime import ListValue
+from ..ir.types import TensorType
 from .base import Pass, PassResult
 from .edits import Edits, replace_refusal, replace_value
 
@@ -77,7 +78,7 @@ class CommonSubexpressionElimination(Pass):
     name = "cse"
 
     def run(self, program: Program) -> PassResult:
-        self.edits = Edits()
+        self.edits = Edits(lazy_uses=True)  # merging never reads the use-lists of inputs
         self.merged: dict[str, int] = {}
         self.refused = 0
         self.const_groups = self._const_groups(program)
@@ -153,7 +154,7 @@ class CommonSubexpressionElimination(Pass):
             self.refused += 1
             return False
         for old, new in pairs:
-            reason = replace_value(old, new)
+            reason = replace_value(self.edits.exact_uses(old), self.edits.exact_uses(new))
             assert reason is None, reason
         self.edits.remove(op)
         self.merged[op.type] = self.merged.get(op.type, 0) + 1
@@ -165,9 +166,11 @@ def _const_group(op: Op) -> Any:
     if val is None or isinstance(val, ListValue) or not op.outputs:
         return None
     arr = np.asarray(val)
-    if arr.dtype.kind == "O":
+    t = op.outputs[0].type
+    if arr.dtype.kind == "O" or not isinstance(t, TensorType):
         return None
-    return (op.outputs[0].type, arr.dtype.str, arr.nbytes)
+    # plain strings and ints: hashing a frozen dataclass type is slow, and the key is hashed often
+    return (t.dtype.name, str(t.shape), arr.dtype.str, arr.nbytes)
 
 
 def _same_array(a: Any, b: Any) -> bool:

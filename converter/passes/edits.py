@@ -59,10 +59,16 @@ def replace_value(old: Value, new: Value) -> str | None:
 class Edits:
     """Pending op-order edits of a program's blocks (see the module docstring)."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, lazy_uses: bool = False) -> None:
+        """``lazy_uses``: a removed op's uses of its inputs are released in `apply` (each value's
+        use-list filtered once) instead of one list removal per use, which is O(uses) each on a
+        value read by thousands of ops. Only for passes that never read use-lists between their
+        edits and `apply` (cse); a rewrite driver needs them exact at once."""
         self._before: dict[Op, list[Op]] = {}  # anchor -> ops inserted just before it, in order
         self.removed: set[Op] = set()
         self._touched: dict[Block, None] = {}  # insertion-ordered set
+        self._lazy = lazy_uses
+        self._stale: dict[Value, None] = {}  # values whose use-lists still name removed ops
 
     def insert_before(self, anchor: Op, ops: Iterable[Op]) -> None:
         """Put ``ops`` (in order) just before ``anchor`` in ``anchor``'s block. ``anchor`` may itself
@@ -86,7 +92,12 @@ class Edits:
         for v in op.outputs:
             if v.uses:
                 raise ValueError(f"cannot remove op '{op.name}': output '{v.name}' is still used")
-        op.drop_all_inputs()
+        if self._lazy and not op.blocks:
+            for v in op.input_values():
+                self._stale[v] = None
+            op.inputs = {}
+        else:
+            op.drop_all_inputs()
         for b in op.blocks:
             for inner in b.walk():
                 self.removed.add(inner)
@@ -97,6 +108,13 @@ class Edits:
         if block is not None:
             self._touched[block] = None
 
+    def exact_uses(self, v: Value) -> Value:
+        """``v`` with its use-list exact (a lazy removal's stale uses of it dropped now)."""
+        if v in self._stale:
+            v.uses = [u for u in v.uses if u.user not in self.removed]
+            del self._stale[v]
+        return v
+
     def is_removed(self, op: Op) -> bool:
         return op in self.removed
 
@@ -105,7 +123,11 @@ class Edits:
 
     def apply(self) -> None:
         """Rebuild the op list of every touched block once (insertions expanded in place, removed
-        ops dropped). Iterative: chains of insertions before insertions have no depth limit."""
+        ops dropped), and the use-lists a lazy removal left stale. Iterative: chains of insertions
+        before insertions have no depth limit."""
+        for v in self._stale:
+            v.uses = [u for u in v.uses if u.user not in self.removed]
+        self._stale.clear()
         for block in self._touched:
             if block.parent_op is not None and block.parent_op in self.removed:
                 continue
