@@ -8,6 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from converter.errors import PassError
 from converter.ir.builder import new_program
 from converter.ir.interpreter import run
 from converter.ir.text import parse_program
@@ -310,3 +311,17 @@ def test_canonical_text_ignores_names_but_not_structure() -> None:
       %y: tensor<fp32, [3]> = relu(x=%bar)
     }} -> (%y)""")
     assert canonical_text(a) == canonical_text(b) != canonical_text(c)
+
+
+def test_a_rule_bug_is_a_located_error_and_explain_shows_it() -> None:
+    @rule(op.relu(x=var("x")))
+    def typo(b, m):
+        return m["y"]
+
+    prog = parse_program(f"""{HEAD}(%x: tensor<fp32, [3]>) {{
+      %r: tensor<fp32, [3]> = relu(x=%x)
+    }} -> (%r)""")
+    assert [str(e) for e in explain(prog, "r", [typo])] == [
+        "typo: error: the rule raised KeyError: \"the pattern has no name 'y' (names: x)\""]
+    with pytest.raises(PassError, match="op 'r' \\(relu\\): rule typo failed: KeyError"):
+        RewritePass("typos", [typo])(prog)

@@ -130,11 +130,16 @@ class Rewriter:
                 if op.block is None:
                     continue  # removed since it was queued
                 for r in self.index[op.type]:
-                    outcome = match_rule(r, op)
-                    if outcome.match is not None:
-                        if self.apply(r, outcome.match):
-                            break
-                    elif outcome.near_miss:
+                    try:
+                        outcome = match_rule(r, op)
+                        applied = outcome.match is not None and self.apply(r, outcome.match)
+                    except ConverterError:
+                        raise
+                    except Exception as e:  # noqa: BLE001 - a rule's bug, located
+                        raise PassError(f"rule {r.name} failed: {type(e).__name__}: {e}", **op.location()) from e
+                    if applied:
+                        break
+                    if outcome.near_miss:
                         self.stats.near_miss(r, op, outcome.reason)
                 if self.stats.total >= cap:
                     self.stats.capped = True

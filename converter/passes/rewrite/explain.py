@@ -24,7 +24,7 @@ from .rule import Rule
 class Explanation:
     rule: str
     op: Op
-    verdict: str  # "fires", "near miss" or "no match"
+    verdict: str  # "fires", "near miss", "no match", or "error" (the rule itself raised)
     reason: str  # empty when it fires
 
     @property
@@ -51,12 +51,16 @@ def explain_op(op: Op, rules: Sequence[Rule]) -> list[Explanation]:
     for r in rules:
         if op.type not in r.root_types:
             continue
-        outcome = match_rule(r, op)
-        if outcome.match is None:
-            out.append(Explanation(r.name, op, "near miss" if outcome.near_miss else "no match", outcome.reason))
+        try:
+            outcome = match_rule(r, op)
+            if outcome.match is None:
+                out.append(Explanation(r.name, op, "near miss" if outcome.near_miss else "no match", outcome.reason))
+                continue
+            assert fn is not None
+            built = build_replacement(r, outcome.match, fn, names)
+        except Exception as e:  # noqa: BLE001 - a rule's bug is what one explains ops to find
+            out.append(Explanation(r.name, op, "error", f"the rule raised {type(e).__name__}: {e}"))
             continue
-        assert fn is not None
-        built = build_replacement(r, outcome.match, fn, names)
         if isinstance(built, str):
             out.append(Explanation(r.name, op, "near miss", built))
             continue

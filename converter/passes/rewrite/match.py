@@ -29,6 +29,7 @@ from .pattern import (
     Var,
     _Absent,
 )
+from .rule import Refuse
 
 if TYPE_CHECKING:
     from .rule import Rule
@@ -369,7 +370,10 @@ def match_rule(rule: Rule, root: Op) -> Outcome:
         reason = m.outside_uses()
         if reason is None:
             match = m.snapshot()
-            reason = rule.check(match) if rule.check is not None else None
+            try:
+                reason = rule.check(match) if rule.check is not None else None
+            except Refuse as r:
+                reason = r.reason
             if reason is None:
                 return Outcome(match, "", False)
         near_reason = near_reason or reason
