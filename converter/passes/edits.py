@@ -111,7 +111,7 @@ class Edits:
     def exact_uses(self, v: Value) -> Value:
         """``v`` with its use-list exact (a lazy removal's stale uses of it dropped now)."""
         if v in self._stale:
-            v.uses = [u for u in v.uses if u.user not in self.removed]
+            _drop_removed_uses(v, self.removed)
             del self._stale[v]
         return v
 
@@ -126,7 +126,7 @@ class Edits:
         ops dropped), and the use-lists a lazy removal left stale. Iterative: chains of insertions
         before insertions have no depth limit."""
         for v in self._stale:
-            v.uses = [u for u in v.uses if u.user not in self.removed]
+            _drop_removed_uses(v, self.removed)
         self._stale.clear()
         for block in self._touched:
             if block.parent_op is not None and block.parent_op in self.removed:
@@ -148,6 +148,11 @@ class Edits:
         self._before.clear()
         self._touched.clear()
         self.removed.clear()
+
+
+def _drop_removed_uses(v: Value, removed: set[Op]) -> None:
+    """Rebuild ``v``'s use-list without the uses of removed ops, in one pass (same container type)."""
+    v.uses = type(v.uses)(u for u in v.uses if u.user not in removed)
 
 
 def set_block_ops(block: Block, ops: list[Op]) -> None:

@@ -1,9 +1,5 @@
 """Property: random programs (with nested cond / while_loop blocks) survive text print -> parse ->
-print unchanged, pass the verifier, and run to bit-identical outputs after parsing.
-
-The generator (``programs``) is shared with the pass tests (tests/passes/test_random_programs.py):
-besides arithmetic and control flow it writes exact no-ops (``x + -0.0``, ``x * 1``, a reshape to
-the same shape, a reshape chain) and repeated ops, the patterns the passes rewrite."""
+print unchanged, pass the verifier, and run to bit-identical outputs after parsing."""
 
 from __future__ import annotations
 
@@ -39,7 +35,7 @@ class _Gen:
     def ops(self, b: Builder, pool: list[Value], n: int) -> list[Value]:
         pool = list(pool)
         for _ in range(n):
-            kind = self.draw(st.sampled_from(["binary", "binary", "unary", "const", "cond", "loop", "noop", "repeat"]))
+            kind = self.draw(st.sampled_from(["binary", "binary", "unary", "const", "cond", "loop"]))
             if kind == "binary":
                 op = self.draw(st.sampled_from(BINARY))
                 x = self.draw(st.sampled_from(pool))
@@ -52,33 +48,11 @@ class _Gen:
                 val = self.draw(st.floats(-4, 4, allow_nan=False, width=32) | st.sampled_from([0.0, -0.0, 0.1, 1e-30]))
                 x = self.draw(st.sampled_from(pool))
                 pool.append(b.mul(x=x, y=np.float32(val)))
-            elif kind == "noop":
-                pool.append(self.noop(b, self.draw(st.sampled_from(pool))))
-            elif kind == "repeat":  # the same op twice on the same inputs (cse merges them)
-                op = self.draw(st.sampled_from(BINARY))
-                x, y = self.draw(st.sampled_from(pool)), self.draw(st.sampled_from(pool))
-                pool.append(getattr(b, op)(x=x, y=y))
-                pool.append(getattr(b, op)(x=x, y=y))
             elif kind == "cond" and self.depth < 2:
                 pool.append(self.cond(b, pool))
             elif kind == "loop" and self.depth < 2:
                 pool.append(self.loop(b, pool))
         return pool
-
-    def noop(self, b: Builder, x: Value) -> Value:
-        """An op (or two) computing exactly ``x``: canonicalization removes it."""
-        shape = x.type.shape
-        static = all(isinstance(d, int) for d in shape)
-        choices = ["add", "mul"] + (["reshape", "reshape_chain"] if static and shape else [])
-        kind = self.draw(st.sampled_from(choices))
-        if kind == "add":  # -0.0: x + -0.0 is x for every x, -0.0 included
-            zero = b.const(np.float32(-0.0))
-            return b.add(x=zero, y=x) if self.draw(st.booleans()) else b.add(x=x, y=zero)
-        if kind == "mul":
-            return b.mul(x=x, y=np.float32(1.0))
-        if kind == "reshape":
-            return b.reshape(x=x, shape=np.array(shape, np.int32))
-        return b.reshape(x=b.reshape(x=x, shape=np.array([-1], np.int32)), shape=np.array(shape, np.int32))
 
     def cond(self, b: Builder, pool: list[Value]) -> Value:
         x = self.draw(st.sampled_from(pool))
