@@ -102,19 +102,18 @@ class CommonSubexpressionElimination(Pass):
         return groups
 
     def _block(self, block: Block, parent: _Scope | None) -> None:
-        # iterative over nesting: (block, its scope, index of the next op to visit)
-        stack: list[tuple[Block, _Scope, int]] = [(block, _Scope(parent), 0)]
+        # (block, its ops as they were before this pass edited them, its scope, next index)
+        stack: list[tuple[list[Op], _Scope, int]] = [(list(block.ops), _Scope(parent), 0)]
         while stack:
-            blk, scope, i = stack.pop()
-            ops = blk.ops
+            ops, scope, i = stack.pop()
             while i < len(ops):
                 op = ops[i]
                 i += 1
                 if op.blocks:
                     # visit the nested blocks (each its own child scope), then the rest of this block
-                    stack.append((blk, scope, i))
+                    stack.append((ops, scope, i))
                     for b in reversed(op.blocks):
-                        stack.append((b, _Scope(scope), 0))
+                        stack.append((list(b.ops), _Scope(scope), 0))
                     break
                 if op.block is None:
                     continue

@@ -4,8 +4,9 @@ Use-lists are updated at once (so matching sees the edited graph immediately), b
 order is rebuilt once, in `Edits.apply`, instead of one list insertion or removal per edit: a pass
 that makes k edits in a block of n ops costs O(n + k), not O(n * k), whatever the IR's list
 operations cost. Until `apply`, new ops are attached to their block (``op.block``) but not yet in
-``block.ops``, and removed ops are detached (``op.block is None``) but still listed there: nothing
-between the edit and `apply` may rely on ``block.ops`` order.
+``block.ops``, and removed ops are detached (``op.block is None``): nothing between the edit and
+`apply` may rely on ``block.ops``. The order is taken from a snapshot of the block made at its
+first edit, so removed ops keep their place as anchors whatever the IR's op list does with them.
 
 `replace_value` is the one place that decides how a value is replaced while keeping the names of a
 function's outputs (the model's interface).
@@ -66,7 +67,8 @@ class Edits:
         edits and `apply` (cse); a rewrite driver needs them exact at once."""
         self._before: dict[Op, list[Op]] = {}  # anchor -> ops inserted just before it, in order
         self.removed: set[Op] = set()
-        self._touched: dict[Block, None] = {}  # insertion-ordered set
+        # each touched block's op order as it was before the first edit (removed anchors included)
+        self._order: dict[Block, list[Op]] = {}
         self._lazy = lazy_uses
         self._stale: dict[Value, None] = {}  # values whose use-lists still name removed ops
 
@@ -78,10 +80,10 @@ class Edits:
         ops = list(ops)
         if not ops:
             return
+        self._touch(block)
         for op in ops:
             op.block = block
         self._before.setdefault(anchor, []).extend(ops)
-        self._touched[block] = None
 
     def remove(self, op: Op) -> None:
         """Detach ``op`` (its outputs must be unused): its input uses are released now, and every op
@@ -89,6 +91,8 @@ class Edits:
         if op in self.removed:
             return
         block = op.block
+        if block is not None:
+            self._touch(block)
         for v in op.outputs:
             if v.uses:
                 raise ValueError(f"cannot remove op '{op.name}': output '{v.name}' is still used")
@@ -105,8 +109,11 @@ class Edits:
             b.drop_all()
         self.removed.add(op)
         op.block = None
-        if block is not None:
-            self._touched[block] = None
+
+    def _touch(self, block: Block) -> None:
+        """Record ``block``'s op order before its first edit (O(ops), once per block)."""
+        if block not in self._order:
+            self._order[block] = list(block.ops)
 
     def exact_uses(self, v: Value) -> Value:
         """``v`` with its use-list exact (a lazy removal's stale uses of it dropped now)."""
@@ -119,7 +126,7 @@ class Edits:
         return op in self.removed
 
     def __bool__(self) -> bool:
-        return bool(self._touched)
+        return bool(self._order)
 
     def apply(self) -> None:
         """Rebuild the op list of every touched block once (insertions expanded in place, removed
@@ -128,12 +135,12 @@ class Edits:
         for v in self._stale:
             _drop_removed_uses(v, self.removed)
         self._stale.clear()
-        for block in self._touched:
+        for block, before_edits in self._order.items():
             if block.parent_op is not None and block.parent_op in self.removed:
                 continue
             order: list[Op] = []
             stack: list[tuple[Op, bool]] = []
-            for op in reversed(block.ops):
+            for op in reversed(before_edits):
                 stack.append((op, False))
             while stack:
                 op, expanded = stack.pop()
@@ -146,7 +153,7 @@ class Edits:
                     stack.append((inserted, False))
             set_block_ops(block, order)
         self._before.clear()
-        self._touched.clear()
+        self._order.clear()
         self.removed.clear()
 
 

@@ -75,7 +75,7 @@ class _Breaker(Pass):
     def run(self, program: Program) -> PassResult:
         block = program.main.block
         relu = next(op for op in block.ops if op.type == "relu")
-        block.ops.remove(relu)
+        block.ops = [op for op in block.ops if op is not relu]
         return PassResult(True)
 
 
