@@ -198,6 +198,25 @@ def _read_feeds(path: str) -> dict:
     return feeds
 
 
+_PASSES_HELP = ("Optimization passes: a pipeline (default, none, webnn, neuralnetwork) or a comma-separated list "
+                "of pass or rule names (canonicalize, cse, dead_code, add_zero, ...).")
+
+
+def _pass_options(f):  # noqa: ANN001, ANN202 - a click decorator
+    f = click.option("--verify", "verify", is_flag=True,
+                     help="Run the IR verifier after every pass (slower; names the pass that broke the program).")(f)
+    f = click.option("--pass-stats", "pass_stats", is_flag=True,
+                     help="Print, per pass: ops before and after, rewrites by rule, time.")(f)
+    f = click.option("--passes", "passes", default="default", show_default=True, help=_PASSES_HELP)(f)
+    return f
+
+
+def _resolve_passes(passes: str) -> list:
+    from converter.passes.pipelines import resolve
+
+    return resolve(passes)
+
+
 @main.command("convert")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--output", "output_path", required=True, type=click.Path(),
@@ -215,27 +234,60 @@ def _read_feeds(path: str) -> dict:
                    "never the source).")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
+@_pass_options
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool, overwrite: bool,
-                max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
+                max_loop_iterations: int | None, max_tensor_mib: int | None, passes: str, pass_stats: bool,
+                verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
+    The default pass pipeline runs before writing (--passes none writes the program as read).
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
     the same relative place under the -o folder; failures are listed and the rest go on.
     """
-    import warnings
     from pathlib import Path
+
+    from converter.formats.package import is_mlpackage
+
+    try:
+        pipeline = _resolve_passes(passes)
+    except ConverterError as e:
+        _fail(e)
+    if Path(src).is_dir() and not is_mlpackage(src):
+        _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite, passes=passes, verify=verify,
+                        pass_stats=pass_stats, max_loop_iterations=max_loop_iterations,
+                        max_tensor_bytes=_mib(max_tensor_mib))
+        return
+    _convert_one(src, output_path, fmt=fmt, target=target, check=check, overwrite=overwrite, pipeline=pipeline,
+                 pass_stats=pass_stats, verify=verify, max_loop_iterations=max_loop_iterations,
+                 max_tensor_mib=max_tensor_mib)
+
+
+def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | None, check: bool, overwrite: bool,
+                 pipeline: list, pass_stats: bool, verify: bool, max_loop_iterations: int | None = None,
+                 max_tensor_mib: int | None = None, explain_op: str | None = None,
+                 summary: bool = False) -> None:
+    """Load, optimize, (explain), write, (check): the one-model path of ``convert`` and ``optimize``."""
+    import warnings
 
     from converter.check import compare
     from converter.destination import resolve_model_destination
-    from converter.formats.package import is_mlpackage
+    from converter.ir.clone import clone_program
 
-    if Path(src).is_dir() and not is_mlpackage(src):
-        _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite,
-                        max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
-        return
     try:
-        dest = resolve_model_destination(output_path, to=fmt, sources=[src], overwrite=overwrite).path
+        dest = None
+        if output_path is not None:
+            dest = resolve_model_destination(output_path, to=fmt, sources=[src], overwrite=overwrite).path
         prog = converter.load(src)
+        source = clone_program(prog)[0] if (check or explain_op) and pipeline else prog
+        stats = converter.optimize(prog, pipeline, verify=verify)
+        if pass_stats:
+            click.echo(stats.format())
+        elif summary:
+            click.echo(stats.summary())
+        if explain_op is not None:
+            _explain(explain_op, prog, source, pipeline)
+        if dest is None:
+            return
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", converter.ConversionWarning)
             converter.save(prog, dest, target=target, to=fmt, overwrite=overwrite)
@@ -243,7 +295,7 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
             _say(f"note: {note}", err=True)
         _say(f"wrote {dest}")
         if check:
-            diffs = compare(prog, converter.load(dest), source_file=src, converted_file=str(dest),
+            diffs = compare(source, converter.load(dest), source_file=src, converted_file=str(dest),
                             max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
             for name, d in diffs.items():
                 _say(f"  {name}: largest difference {d:.3g}")
@@ -252,8 +304,50 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
         _fail(e)
 
 
-def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool,
-                    **bounds: int | None) -> None:
+def _explain(op_name: str, optimized, source, pipeline: list) -> None:  # noqa: ANN001 - Programs
+    from converter.passes.pipelines import rules_of
+    from converter.passes.rewrite import explain_op, find_ops, format_explanations
+
+    rules = rules_of(pipeline)
+    ops, where = find_ops(optimized, op_name), " (after the passes)"
+    if not ops:
+        ops, where = find_ops(source, op_name), " (before the passes; it is not in the optimized program)"
+    if not ops:
+        raise ConverterError(f"no op named '{op_name}' (nor an op with a result of that name)", op=op_name)
+    for op in ops:
+        found = explain_op(op, rules)
+        if found:
+            for line in format_explanations(op_name, found, where).splitlines():
+                _say(line)
+        else:
+            _say(f"{op.type} '{op.name}'{where}: no rule of these passes is rooted at {op.type}")
+
+
+@main.command("optimize")
+@click.argument("model", type=click.Path(exists=True, file_okay=True, dir_okay=True))
+@click.option("-o", "--output", "output_path", default=None, type=click.Path(),
+              help="Where to write the optimized model (as for convert). Without -o nothing is written: the "
+                   "statistics (or the explanation) are printed.")
+@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil"]), help="Output format.")
+@click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
+              help="MIL opset (default: the lowest that has every op used).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing Core ML model at the destination.")
+@click.option("--explain", "explain_op", default=None, metavar="OP",
+              help="For the op named OP: each rule rooted at its type, and whether it fires or why not.")
+@_pass_options
+def optimize_cmd(model: str, output_path: str | None, fmt: str, target: str | None, overwrite: bool,
+                 explain_op: str | None, passes: str, pass_stats: bool, verify: bool) -> None:
+    """Optimize MODEL with a pass pipeline (convert's passes, without converting a folder); print a summary."""
+    try:
+        pipeline = _resolve_passes(passes)
+    except ConverterError as e:
+        _fail(e)
+    _convert_one(model, output_path, fmt=fmt, target=target, check=False, overwrite=overwrite, pipeline=pipeline,
+                 pass_stats=pass_stats, verify=verify, explain_op=explain_op, summary=True)
+
+
+def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool, *, passes: str,
+                    verify: bool, pass_stats: bool, **bounds: int | None) -> None:
     from converter.batch import describe_contents, iter_convert_tree
     from converter.formats.package import MANIFEST_NAME
 
@@ -262,9 +356,12 @@ def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwri
                              file=str(src)), code=1)
     converted = failed = 0
     try:
-        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite, **bounds):
+        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite,
+                                   passes=passes, verify=verify, **bounds):
             if o.ok:
                 _say(f"ok      {o.source} -> {o.output}")
+                if pass_stats and o.pass_stats is not None:
+                    _say(f"        passes: {o.pass_stats.summary()}")
                 for note in o.notes:
                     _say(f"        note: {note}")
             elif o.output is not None:

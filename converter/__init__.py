@@ -3,13 +3,15 @@
 Public API:
     load(path) -> Program            read a model (.mlmodel / .mlpackage)
     save(program, path, target=...)  write a model (never over anything unless overwrite=True)
-    convert(src, to=..., out=...)    load + convert + save in one call
+    convert(src, to=..., out=...)    load + optimize (the default pass pipeline) + save in one call
+    optimize(program, pipeline=...)  run a pass pipeline in place; returns statistics per pass
+    explain(program, op_name)        which rewrite rules fire at an op, and why the others do not
     run(program, feeds) -> outputs   the reference interpreter
 """
 
 from __future__ import annotations
 
-from .api import convert, load, run, save
+from .api import convert, explain, load, optimize, run, save
 from .destination import DestinationError
 from .errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from .ir.core import Block, Function, Op, Program, Value
@@ -29,7 +31,9 @@ __all__ = [
     "Value",
     "__version__",
     "convert",
+    "explain",
     "load",
+    "optimize",
     "run",
     "save",
 ]

@@ -1,4 +1,4 @@
-"""The library entry points: load, save, convert, run.
+"""The library entry points: load, save, convert, optimize, run.
 
 ``load`` picks the frontend from the model's type; ``save`` picks the backend from the path and
 options, and writes only where converter/destination.py allows (by default it replaces nothing:
@@ -6,19 +6,27 @@ an existing destination is an error unless ``overwrite=True``, and even then onl
 is replaced, never the model the program was loaded from); ``run`` feeds a program the way a Core ML app would (declared shapes, any numeric dtype,
 images as H x W x 3 uint8 RGB arrays) and returns outputs as Core ML reports them (classifier
 probabilities as a dict).
+
+``convert`` runs the default pass pipeline before writing (``passes="none"`` to keep the program as
+read); ``save`` writes the program as it is (saving is not optimizing); ``optimize`` runs a
+pipeline on a program in place.
 """
 
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .destination import resolve_model_destination
 from .errors import UnsupportedError
 from .formats.model_file import read_model_file
 from .ir.core import Program
+
+if TYPE_CHECKING:
+    from .passes.base import Pass, PipelineStats
+    from .passes.rewrite import Explanation
 
 # Model types a frontend reads, by the name of the Model.Type oneof member.
 _NEURAL_NETWORK_TYPES = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor",
@@ -67,7 +75,8 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
     Nothing is replaced unless ``overwrite=True`` (`DestinationError` otherwise), and then only a
     Core ML model file or a package holding nothing but its own items; the model the program was
     loaded from is never written, nor anything inside it. Writing is atomic; ``durable=True`` also
-    fsyncs before publishing (power-loss safety)."""
+    fsyncs before publishing (power-loss safety). The program is written as it is: no pass
+    pipeline runs (see `optimize`, `convert`)."""
     dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
     from .backends.mil import save_mlprogram
 
@@ -76,15 +85,47 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
 
 def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
-            target: str | None = None, overwrite: bool = False) -> Program:
-    """Load ``src`` (a path or a Program), and write it as ``to`` at ``out`` when given (where and
-    whether as for `save`; a destination that is refused is refused before ``src`` is read)."""
+            target: str | None = None, overwrite: bool = False,
+            passes: str | Sequence[Pass] | None = "default") -> Program:
+    """Load ``src`` (a path or a Program), optimize it with ``passes`` (a pipeline name, "a,b,c",
+    or pass objects; "none" to skip), and write it as ``to`` at ``out`` when given (where and whether
+    as for `save`; a destination that is refused is refused before ``src`` is read). Returns the
+    converted program; a Program given as ``src`` is not modified (a copy is optimized)."""
+    from .passes.pipelines import resolve
+
+    pipeline = resolve(passes)  # an unknown pass name is an error before anything is read
     if out is not None and not isinstance(src, Program):
         resolve_model_destination(out, to=to, sources=[src], overwrite=overwrite)
-    prog = src if isinstance(src, Program) else load(src)
+    if isinstance(src, Program):
+        from .ir.clone import clone_program
+
+        prog = clone_program(src)[0] if pipeline else src
+    else:
+        prog = load(src)
+    optimize(prog, pipeline)
     if out is not None:
         save(prog, out, target=target, to=to, overwrite=overwrite)
     return prog
+
+
+def optimize(program: Program, pipeline: str | Sequence[Pass] | None = "default", *,
+             verify: bool = False) -> PipelineStats:
+    """Run a pass pipeline on ``program`` in place: ``pipeline`` is a name ("default", "none",
+    "webnn", "neuralnetwork"), a comma-separated list of pass or rule names, or a list of pass
+    objects. ``verify``: run the verifier after every pass (a `PassError` names the pass that broke
+    the program). Returns the statistics per pass (``.format()`` prints them as ``--pass-stats``)."""
+    from .passes.pipelines import manager
+
+    return manager(pipeline, verify_each=verify).run(program)
+
+
+def explain(program: Program, op_name: str, pipeline: str | Sequence[Pass] | None = "default") -> list[Explanation]:
+    """For the op named ``op_name``, each rule of the pipeline's rewrite passes rooted at its type,
+    and whether it fires or why not (the program is not changed)."""
+    from .passes.pipelines import resolve, rules_of
+    from .passes.rewrite import explain as explain_rules
+
+    return explain_rules(program, op_name, rules_of(resolve(pipeline)))
 
 
 def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,

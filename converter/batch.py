@@ -24,6 +24,7 @@ from typing import Any
 
 from .destination import DestinationError, Sources, output_format, resolve_model_destination
 from .errors import ConversionWarning, ConverterError
+from .passes.base import PipelineStats
 
 
 @dataclass
@@ -34,6 +35,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     #: with ``check``: {source output name: largest absolute difference} (see converter.check.compare)
     differences: dict[str, float] | None = None
+    #: what the pass pipeline did (None when the model was not optimized)
+    pass_stats: PipelineStats | None = None
 
     @property
     def ok(self) -> bool:
@@ -89,7 +92,8 @@ def convert_tree(src: Path, out: Path, **options: Any) -> list[Outcome]:
 
 def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
                       check: bool = False, overwrite: bool = False, max_loop_iterations: int | None = None,
-                      max_tensor_bytes: int | None = None) -> Iterator[Outcome]:
+                      max_tensor_bytes: int | None = None, passes: str = "default",
+                      verify: bool = False) -> Iterator[Outcome]:
     """Convert every model under ``src`` to ``out`` (see the module docstring), one outcome at a time.
 
     ``to``/``target``/``overwrite`` as for `converter.save`; an unknown ``to`` or an ``out`` that is
@@ -98,9 +102,14 @@ def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: st
     converting a folder into itself rewrites no input. With ``check``, each written model is run
     against its source on random inputs (`converter.check.compare`, bounded by
     ``max_loop_iterations`` and ``max_tensor_bytes`` as `converter.run` is) and
-    ``Outcome.differences`` is filled in.
+    ``Outcome.differences`` is filled in. Each model is optimized with ``passes`` first (as
+    `converter.convert` does; ``verify``: the verifier after every pass).
     """
-    from .api import load, save
+    from .api import load, optimize, save
+    from .ir.clone import clone_program
+    from .passes.pipelines import resolve
+
+    resolve(passes)  # an unknown pass is an error before anything is done
 
     src, out = Path(src), Path(out)
     output_format(to)
@@ -128,6 +137,9 @@ def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: st
                 raise DestinationError(f"also the destination of '{claimed[key]}', converted before", file=str(dest))
             claimed[key] = path
             prog = load(path)
+            pipeline = resolve(passes)
+            source = clone_program(prog)[0] if check and pipeline else prog
+            stats = optimize(prog, pipeline, verify=verify)
         except ConverterError as e:
             yield Outcome(path, None, e)
             continue
@@ -151,10 +163,10 @@ def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: st
             _remove_empty(created)
             raise
         notes = list(prog.meta.get("notes", [])) + [str(w.message) for w in caught]
-        outcome = Outcome(path, dest, notes=notes)
+        outcome = Outcome(path, dest, notes=notes, pass_stats=stats)
         if check:
             try:
-                outcome.differences = _check(prog, path, dest, max_loop_iterations=max_loop_iterations,
+                outcome.differences = _check(source, path, dest, max_loop_iterations=max_loop_iterations,
                                              max_tensor_bytes=max_tensor_bytes)
             except ConverterError as e:
                 outcome.error = e

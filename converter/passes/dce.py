@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from ..ir.core import Block, Op, Program
 from .base import Pass, PassResult
+from .edits import set_block_ops
 
 
 def _removable(op: Op) -> bool:
@@ -16,6 +17,8 @@ def _removable(op: Op) -> bool:
 
 
 class DeadCodeElimination(Pass):
+    name = "dead_code"
+
     def run(self, program: Program) -> PassResult:
         dead: set[Op] = set()
         work: list[Op] = [op for op in program.walk() if _removable(op)]
@@ -31,7 +34,7 @@ class DeadCodeElimination(Pass):
             work.extend(p for p in producers if p not in dead and _removable(p))
         touched: set[Block] = {op.block for op in dead if op.block is not None}
         for block in touched:
-            block.ops = [op for op in block.ops if op not in dead]
+            set_block_ops(block, [op for op in block.ops if op not in dead])
         for op in dead:
             op.block = None
-        return PassResult(bool(dead))
+        return PassResult(bool(dead), {"removed": len(dead)} if dead else {})

@@ -1,0 +1,118 @@
+"""Benchmark: the default pass pipeline on synthetic programs of 10k, 30k and 100k ops; time per op
+must stay flat (the passes are linear: worklists, use-lists, one rebuild per edited block).
+
+Two shapes, both full of work for every pass:
+- chain: x -> [mul by 1, add 0, reshape to the same shape, relu, reshape to [-1] and back] repeated:
+  each unit gives canonicalize 4 rewrites (mul_one, add_zero, reshape_same_shape, reshape_chain)
+  and its constants are duplicates of the previous unit's (cse);
+- wide: 1 input feeding N/4 independent branches relu(x * c + 0), summed pairwise by a tree of adds:
+  the branches are identical two by two (cse merges them, then the adds above them), and every
+  branch has an add 0 (canonicalize).
+
+Each (shape, size) runs in a fresh process; the program is built there first (not timed). Reported:
+ops before/after (other than const), the pipeline's time, and microseconds per op, per pass too.
+
+    python benchmarks/passes.py [--sizes 10000 30000 100000] [--json out.json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+
+def chain(n_ops: int):
+    import numpy as np
+
+    from converter.ir.builder import new_program
+    from converter.ir.types import tensor
+
+    units = max(1, n_ops // 12)  # 6 ops and 6 consts per unit
+
+    def body(b, x):
+        for _ in range(units):
+            y = b.mul(x=x, y=np.float32(1))
+            y = b.add(x=y, y=np.float32(0))
+            y = b.reshape(x=y, shape=np.array([4, 8], np.int32))
+            y = b.relu(x=y)
+            y = b.reshape(x=b.reshape(x=y, shape=np.array([-1], np.int32)), shape=np.array([4, 8], np.int32))
+            x = y
+        return [x]
+
+    return new_program({"x": tensor("fp32", [4, 8])}, body)
+
+
+def wide(n_ops: int):
+    import numpy as np
+
+    from converter.ir.builder import new_program
+    from converter.ir.types import tensor
+
+    branches = max(2, n_ops // 7)  # 3 ops, 2 consts and about one add of the tree per branch
+
+    def body(b, x):
+        outs = []
+        for i in range(branches):
+            c = np.full((8,), 1.0 + (i // 2), np.float32)  # branches 2k and 2k+1 are the same
+            outs.append(b.relu(x=b.add(x=b.mul(x=x, y=c), y=np.float32(0))))
+        while len(outs) > 1:
+            outs = [b.add(x=outs[i], y=outs[i + 1]) if i + 1 < len(outs) else outs[i] for i in range(0, len(outs), 2)]
+        return outs
+
+    return new_program({"x": tensor("fp32", [8])}, body)
+
+
+def task(shape: str, n: int) -> dict:
+    import converter
+    from converter.passes.base import count_ops
+
+    t = time.perf_counter()
+    prog = {"chain": chain, "wide": wide}[shape](n)
+    build_s = time.perf_counter() - t
+    ops, consts = count_ops(prog)
+    stats = converter.optimize(prog, "default")
+    total = ops + consts
+    per_pass: dict[str, float] = {}
+    for p in stats.passes:
+        per_pass[p.name] = per_pass.get(p.name, 0.0) + p.seconds
+    return {"shape": shape, "ops": ops, "consts": consts, "ops_after": stats.passes[-1].ops_after,
+            "consts_after": stats.passes[-1].consts_after, "build_s": build_s, "pipeline_s": stats.seconds,
+            "us_per_op": 1e6 * stats.seconds / total, "rounds": stats.iterations,
+            "rewrites": stats.rewrites(),
+            "per_pass_us_per_op": {k: 1e6 * v / total for k, v in per_pass.items()}}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", type=int, nargs="+", default=[10_000, 30_000, 100_000])
+    ap.add_argument("--shapes", nargs="+", default=["chain", "wide"])
+    ap.add_argument("--json", type=Path, default=None)
+    ap.add_argument("--task", nargs=2, metavar=("SHAPE", "N"), help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.task:
+        print(json.dumps(task(args.task[0], int(args.task[1]))))
+        return
+    results = []
+    print(f"{'shape':<6} {'ops+consts':>11} {'after':>13} {'pipeline s':>10} {'us/op':>7}  per pass (us/op)")
+    for shape in args.shapes:
+        for n in args.sizes:
+            out = subprocess.run([sys.executable, __file__, "--task", shape, str(n)], capture_output=True, text=True,
+                                 check=True)
+            r = json.loads(out.stdout.strip().splitlines()[-1])
+            results.append(r)
+            passes = ", ".join(f"{k} {v:.1f}" for k, v in r["per_pass_us_per_op"].items())
+            print(f"{shape:<6} {r['ops'] + r['consts']:>11} {r['ops_after']:>6}+{r['consts_after']:<6} "
+                  f"{r['pipeline_s']:>10.3f} {r['us_per_op']:>7.1f}  {passes}")
+    if args.json:
+        args.json.write_text(json.dumps(results, indent=1))
+
+
+if __name__ == "__main__":
+    main()

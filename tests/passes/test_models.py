@@ -1,0 +1,87 @@
+"""The default pipeline on every shared model that runs (the NeuralNetwork models that load and the
+ML programs): the verifier passes after each pass, the optimized program computes bit-identical
+outputs to the program as loaded (every rewrite of today's pipeline is an exact identity), the
+torch-derived models still match torch's own outputs (the oracle; tolerances as in
+tests/nn_models/test_torch.py and tests/mil/test_shared_models.py), and coremltools' MIL loader
+(which re-runs its type inference on every op) reads the optimized program once written.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+import converter
+from converter.ir.clone import clone_program
+from converter.ir.core import Program
+
+from ..mil.helpers import MLPROGRAM_PACKAGES, CoremltoolsLoader, torch_conversions
+from ..mil.helpers import random_feeds as mil_random_feeds
+from ..nn_models.shared import RUNS, TORCH, feeds_for, max_abs_error, model_id, torch_record
+
+FP32_TOLERANCE = 1e-4
+FP16_TOLERANCE = 2.0**-9  # see tests/mil/test_shared_models.py::test_torch_reference
+
+
+@pytest.fixture(scope="module")
+def ct_loader() -> CoremltoolsLoader:
+    pytest.importorskip("coremltools")
+    return CoremltoolsLoader()
+
+
+def _torch_reference(path: Path) -> tuple[list[str], list[np.ndarray], float] | None:
+    """(output names, torch's outputs, tolerance) of a torch-derived model, else None."""
+    if path.parent != TORCH:
+        return None
+    if path.suffix == ".mlmodel":
+        name, record = torch_record(path)
+        tol = FP32_TOLERANCE
+    else:
+        found = [(n, k, c) for n, k, c in torch_conversions() if c["path"] == model_id(path)]
+        (name, kind, record), = found
+        tol = FP16_TOLERANCE if kind == "mlprogram_fp16" else FP32_TOLERANCE
+    with np.load(TORCH / f"{name}.torch_outputs.npz") as data:
+        refs = [data[f"output_{i}"] for i in range(len(data.files))]
+    return list(record["outputs"]), refs, tol
+
+
+def _feeds(path: Path, prog: Program) -> dict[str, Any]:
+    if path.suffix == ".mlmodel":
+        return feeds_for(path, prog)
+    if path.parent == TORCH:
+        name = next(n for n, _, c in torch_conversions() if c["path"] == model_id(path))
+        with np.load(TORCH / f"{name}.inputs.npz") as data:  # by position: export variants rename inputs
+            return {v.name: data[k] for v, k in zip(prog.main.inputs, data.files)}
+    return mil_random_feeds(prog)
+
+
+MODELS = RUNS + MLPROGRAM_PACKAGES
+
+
+@pytest.fixture(autouse=True)
+def _quiet_notes(recwarn: pytest.WarningsRecorder) -> None:
+    """Conversion notes (a feature renamed on writing) are expected here, not the subject."""
+
+
+@pytest.mark.parametrize("path", MODELS, ids=model_id)
+def test_default_pipeline_keeps_outputs(path: Path, tmp_path: Path, ct_loader: CoremltoolsLoader) -> None:
+    prog = converter.load(path)
+    feeds = _feeds(path, prog)
+    want = converter.run(prog, feeds)
+    optimized, _ = clone_program(prog)
+    stats = converter.optimize(optimized, verify=True)  # the verifier before and after each pass
+    got = converter.run(optimized, feeds)
+    assert list(got) == list(want)
+    for name in want:
+        assert max_abs_error(got[name], want[name]) == 0.0, f"output {name} changed ({stats.rewrites()})"
+    ref = _torch_reference(path)
+    if ref is not None:
+        names, refs, tol = ref
+        for out_name, r in zip(names, refs):
+            err = max_abs_error(np.asarray(got[out_name]).reshape(r.shape), r)
+            assert err <= tol * max(1.0, float(np.max(np.abs(r)))), f"{out_name}: {err:.3g} from torch"
+    assert stats.passes[-1].ops_after <= stats.passes[0].ops_before
+    ct_loader.load(converter.save(optimized, tmp_path / "optimized.mlpackage"))
