@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import inspect
 import json
 import math
 import os
@@ -88,10 +89,11 @@ def synthetic_program(ops: int) -> Any:
 
 
 def synthetic_package(ops: int, cache: Path) -> Path:
-    """The synthetic program of ``ops`` ops written as an .mlpackage, built once per version of this file."""
+    """The synthetic program of ``ops`` ops written as an .mlpackage, built once per version of
+    ``synthetic_program``."""
     import converter
 
-    key = hashlib.sha256(Path(__file__).read_bytes()).hexdigest()[:16]
+    key = hashlib.sha256(f"{inspect.getsource(synthetic_program)} {CHANNELS} {SIDE} {OPS_PER_UNIT}".encode()).hexdigest()[:16]
     path = cache / f"synthetic-{key}" / f"ops{ops}.mlpackage"
     if not path.exists():
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -246,6 +248,7 @@ def main() -> None:
         (coremltools_worker if args.worker == "coremltools" else converter_worker)(args.path, args.repeat)
         return
 
+    os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported (coremltools' progress bars)
     from tests.optimize.sources import DEFAULT_CACHE, RESNET, build_sources
 
     programs: list[tuple[str, Path, int]] = []

@@ -15,6 +15,6 @@ def sources(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFac
     pytest's cache folder (kept between runs; rebuilt when the sources or tool versions change)."""
     pytest.importorskip("torch")
     pytest.importorskip("coremltools")
-    cache = request.config.cache
+    cache = getattr(request.config, "cache", None)  # None under -p no:cacheprovider
     folder = Path(cache.mkdir("optimize_sources")) if cache is not None else tmp_path_factory.mktemp("optimize_sources")
     return build_sources(SOURCE_NAMES, folder)

@@ -10,7 +10,9 @@ nested blocks included; tests/optimize/counting.py):
     the stored inputs.
 
 The default pipeline does not exist yet, so every case is ``xfail(strict=True)``: a case that
-starts passing fails the suite until its mark is removed, so what is reached stays reached. The
+starts passing fails the suite until its mark is removed, so what is reached stays reached. The two
+(b) models whose migrated program already has coremltools' op histogram (cnn_bn, mlp) are expected
+to fail only while ``converter.optimize`` does not exist. The
 numbers of today are in benchmarks/op_count.py's output and /work/notes/op_count_baseline.md.
 """
 
@@ -28,6 +30,11 @@ from .sources import SOURCE_NAMES, SourcePrograms, converted_both_ways
 from .torch_oracle import assert_matches_torch
 
 NOT_BUILT = pytest.mark.xfail(strict=True, reason="the default pipeline is not built yet")
+# Models whose migrated program already has coremltools' histogram: required as soon as
+# converter.optimize exists (the pipeline must keep them there and keep their outputs).
+NO_OPTIMIZE = pytest.mark.xfail(not hasattr(converter, "optimize"), strict=True,
+                                reason="converter.optimize does not exist yet")
+ALREADY_EQUAL = ("cnn_bn", "mlp")
 
 # (b): the torch models converted by coremltools both ways
 BOTH_WAYS = converted_both_ways(TORCH)
@@ -70,8 +77,8 @@ def test_a_not_more_ops_than_coremltools_on_its_empty_program(name: str, sources
     assert_matches_torch(converter.run(ours, src.feeds()), src.torch_outputs(), f"{name} (our default pipeline)")
 
 
-@NOT_BUILT
-@pytest.mark.parametrize("name", BOTH_WAYS)
+@pytest.mark.parametrize("name", [pytest.param(n, marks=NO_OPTIMIZE if n in ALREADY_EQUAL else NOT_BUILT)
+                                  for n in BOTH_WAYS])
 def test_b_migrated_nn_model_not_more_ops_than_coremltools_mlprogram(name: str) -> None:
     ours = optimized(converter.load(TORCH / f"{name}_nn.mlmodel"))
     theirs = converter.load(TORCH / f"{name}_mlprogram.mlpackage")
