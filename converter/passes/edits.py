@@ -158,8 +158,9 @@ class Edits:
 
 
 def _drop_removed_uses(v: Value, removed: set[Op]) -> None:
-    """Rebuild ``v``'s use-list without the uses of removed ops, in one pass (same container type)."""
-    v.uses = type(v.uses)(u for u in v.uses if u.user not in removed)
+    """Drop from ``v``'s use-list the uses of removed ops, in one pass over it."""
+    for u in [u for u in v.uses if u.user in removed]:
+        v.uses.discard(u)
 
 
 def set_block_ops(block: Block, ops: list[Op]) -> None:
