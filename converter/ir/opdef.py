@@ -20,6 +20,7 @@ import numpy as np
 
 from ..errors import EvaluationError, TypeInferenceError, UnsupportedError
 from ..limits import MAX_RANK, shape_problem, size_text
+from .consteval import compile_time_value
 from .types import (
     DType,
     ListType,
@@ -173,14 +174,16 @@ class InferArgs(_Args):
     """Parameters at type-inference time: types always, values only for constants."""
 
     def value(self, name: str) -> Any:
-        """Compile-time value of a parameter (or its default); None if not known."""
+        """Compile-time value of a parameter (or its default); None if not known. Known: a
+        constant, or a short chain of pure ops over constants and static shapes
+        (`consteval.compile_time_value`: ``split(split_sizes=tile(c, reps))``)."""
         arg = self.op.inputs.get(name)
         if arg is None:
             return self._default(name)
         if isinstance(arg, tuple):
-            vals = [v.const_val for v in arg]
+            vals = [compile_time_value(v) for v in arg]
             return None if any(x is None for x in vals) else tuple(vals)
-        return arg.const_val
+        return compile_time_value(arg)
 
     def new_symbol(self) -> Symbol:
         return fresh_symbol()

@@ -25,17 +25,6 @@ from .counting import ct_load, ct_op_count, ct_op_histogram, op_count, op_histog
 from .sources import SOURCE_NAMES, SourcePrograms
 from .torch_oracle import assert_matches_torch
 
-# converter.load of transformer_block/empty.mlpackage raises "op 'op_20' (split): one of num_splits
-# and split_sizes is required": coremltools writes torch's qkv.split(d) as split(split_sizes=tile(...)),
-# a value known at compile time but not a const op, and our split's type inference reads only const
-# values (InferArgs.value). A frontend/IR bug, reported, not fixed here (converter/ is not ours).
-SPLIT_FROM_TILE = pytest.mark.xfail(
-    strict=True, reason="converter.load refuses split whose split_sizes is a tile output (not a const op)")
-
-
-def loadable(names: tuple[str, ...] = SOURCE_NAMES) -> list:
-    return [pytest.param(n, marks=SPLIT_FROM_TILE) if n == "transformer_block" else n for n in names]
-
 
 @pytest.mark.parametrize("name", SOURCE_NAMES)
 def test_counts_agree_on_coremltools_default_program(name: str, sources: dict[str, SourcePrograms]) -> None:
@@ -45,7 +34,7 @@ def test_counts_agree_on_coremltools_default_program(name: str, sources: dict[st
     assert op_histogram(ours, consts=True) == ct_op_histogram(theirs, consts=True)
 
 
-@pytest.mark.parametrize("name", loadable())
+@pytest.mark.parametrize("name", SOURCE_NAMES)
 def test_counts_agree_on_empty_program(name: str, sources: dict[str, SourcePrograms]) -> None:
     path = sources[name].empty
     ours, theirs = converter.load(path), ct_load(path)
@@ -78,7 +67,7 @@ def test_coremltools_pipeline_on_empty_program_is_its_default_conversion(
     assert ct_op_histogram(prog, consts=True) == ct_op_histogram(ct_load(sources[name].default), consts=True)
 
 
-@pytest.mark.parametrize("name", loadable())
+@pytest.mark.parametrize("name", SOURCE_NAMES)
 def test_empty_program_matches_torch(name: str, sources: dict[str, SourcePrograms]) -> None:
     src = sources[name]
     outputs = converter.run(converter.load(src.empty), src.feeds())
