@@ -8,6 +8,8 @@ shared too. Linear in the program size, iterative over blocks (no recursion limi
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from .core import Block, Function, Op, Program, Value
 
 
@@ -62,3 +64,30 @@ def _clone_block(src: Block, dst: Block, ops: dict[Op, Op]) -> None:
             new.set_input(key, tuple(values[v] for v in arg) if isinstance(arg, tuple) else values[arg])
     for s, d in finished:
         d.set_outputs([values[v] for v in s.outputs])
+
+
+def copy_ops(src: Block, dst: Block, values: dict[Value, Value] | None = None,
+             rename: Callable[[str], str] | None = None) -> list[Value]:
+    """Append copies of ``src``'s ops to ``dst`` (nested blocks copied with them) and return the
+    values ``src``'s outputs become: what inlining a block is (a ``cond`` whose predicate is known).
+    An input reads ``values[v]`` when ``v`` is mapped (``src``'s own inputs must be), else ``v``
+    itself: a value of an enclosing scope, which must be visible where ``dst`` is. ``rename`` gives
+    each copied op and value its name (default: the original's). Constants are shared, attributes
+    copied (a random op keeps its stream key, so its draws are the same). Recursive only over the
+    nesting depth of blocks (bounded by the readers, `limits.MAX_NESTING`)."""
+    values = {} if values is None else values
+    name = rename or (lambda n: n)
+    for op in src.ops:
+        new = Op(op.type, op.opdef, name=name(op.name), attributes=dict(op.attributes))
+        for b in op.blocks:
+            nb = new.add_block(Block(name=b.name))
+            nb.attributes = dict(b.attributes)
+            for v in b.inputs:
+                values[v] = nb.new_input(name(v.name), v.type)
+            nb.set_outputs(copy_ops(b, nb, values, rename))
+        new.create_outputs([v.type for v in op.outputs], [name(v.name) for v in op.outputs])
+        values.update(zip(op.outputs, new.outputs))
+        for key, arg in op.inputs.items():
+            new.set_input(key, tuple(values.get(v, v) for v in arg) if isinstance(arg, tuple) else values.get(arg, arg))
+        dst.append(new)
+    return [values.get(v, v) for v in src.outputs]

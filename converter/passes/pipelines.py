@@ -20,6 +20,7 @@ from .base import Pass, PassManager
 from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .fold_constants import FoldConstants
 from .rewrite import RewritePass, Rule
 
 #: every pass ``--passes`` can name: name -> factory
@@ -27,6 +28,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "canonicalize": Canonicalize,
     "cse": CommonSubexpressionElimination,
     "dead_code": DeadCodeElimination,
+    "fold_constants": FoldConstants,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -35,7 +37,7 @@ MAX_ROUNDS = 4
 
 def generic_pipeline() -> list[Pass]:
     """The target-independent cleanup every backend wants."""
-    return [Canonicalize(), CommonSubexpressionElimination(), DeadCodeElimination()]
+    return [FoldConstants(), Canonicalize(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
 def default_pipeline() -> list[Pass]:
