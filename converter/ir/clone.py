@@ -85,7 +85,9 @@ def copy_ops(src: Block, dst: Block, values: dict[Value, Value] | None = None,
             for v in b.inputs:
                 values[v] = nb.new_input(name(v.name), v.type)
             nb.set_outputs(copy_ops(b, nb, values, rename))
-        new.create_outputs([v.type for v in op.outputs], [name(v.name) for v in op.outputs])
+        # an output named like its op keeps that pairing (the text form prints no separate op name)
+        out_names = [new.name if v.name == op.name else name(v.name) for v in op.outputs]
+        new.create_outputs([v.type for v in op.outputs], out_names)
         values.update(zip(op.outputs, new.outputs))
         for key, arg in op.inputs.items():
             new.set_input(key, tuple(values.get(v, v) for v in arg) if isinstance(arg, tuple) else values.get(arg, arg))

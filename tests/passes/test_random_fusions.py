@@ -62,7 +62,8 @@ def with_fusion_patterns(draw) -> tuple[Program, dict, list[Sprinkle]]:
         if y is None:
             continue
         assert y.type == x.type, f"{sprinkle.name}: {y.type} for {x.type}"
-        _redirect(x, y, set(b.block.ops) - before, draw(st.integers(1, 255)))
+        new_ops = {inner for op in set(b.block.ops) - before for inner in op.walk()}  # nested blocks too
+        _redirect(x, y, new_ops, draw(st.integers(1, 255)))
         used.append(sprinkle)
     verify(prog)
     return prog, feeds, used
