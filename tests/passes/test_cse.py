@@ -133,3 +133,35 @@ def _parse(text: str):
     prog = parse_program(text)
     verify(prog)
     return prog
+
+
+def test_identical_1mb_weight_blobs_of_a_package_become_one_and_other_dtypes_stay_apart(tmp_path) -> None:
+    """Two equal 1 MiB fp32 weights, read back from a package's weight file (views of the blob
+    file), become one constant (one op; the MIL writer already stores equal bytes once in the file).
+    An int32 weight with the very same bytes (the fp32 bits viewed as int32) and an fp16 weight with
+    the same values are different constants and stay."""
+    import converter
+
+    w = np.random.default_rng(3).standard_normal((512, 512)).astype(np.float32)  # 1 MiB
+
+    def body(b, x, idx):
+        y1 = b.matmul(x=x, y=b.const(w.copy(), name="w1"))
+        y2 = b.matmul(x=x, y=b.const(w.copy(), name="w2"))
+        bits = b.gather(x=b.const(w.view(np.int32).copy(), name="w_bits"), indices=idx)  # same bytes, int32
+        y3 = b.matmul(x=b.cast(x=x, dtype="fp16"), y=b.const(w.astype(np.float16), name="w_half"))
+        return [b.sub(x=y1, y=y2), bits, y3]
+
+    path = converter.save(new_program({"x": tensor("fp32", [2, 512]), "idx": tensor("int32", [2])}, body),
+                          tmp_path / "weights.mlpackage")
+    prog = converter.load(path)
+    feeds = {"x": np.random.default_rng(4).standard_normal((2, 512)).astype(np.float32),
+             "idx": np.array([3, 500], np.int32)}
+    want = run(prog, feeds)
+    result = CommonSubexpressionElimination().run(prog)
+    verify(prog)
+    assert result.stats["merged"] == {"const": 1, "matmul": 1}
+    consts = [np.asarray(op.attributes["val"]) for op in prog.walk() if op.type == "const" and op.outputs[0].type.shape]
+    assert sorted(str(c.dtype) for c in consts if c.nbytes >= 1 << 19) == ["float16", "float32", "int32"]
+    got = run(prog, feeds)
+    for k in want:
+        np.testing.assert_array_equal(got[k], want[k])
