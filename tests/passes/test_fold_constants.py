@@ -10,6 +10,8 @@ must fold (op_count_baseline.md: the shape arithmetic of torch's flatten/unflatt
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 import pytest
 
@@ -427,7 +429,11 @@ FOLDED = {
 
 
 @pytest.mark.parametrize("name", sorted(FOLDED))
-def test_source_programs_fold_and_still_match_torch(name: str, sources) -> None:  # noqa: F811
+def test_source_programs_fold_and_still_match_torch(name: str, sources, tmp_path: Path) -> None:  # noqa: F811
+    """Also written and read back: coremltools' loader (its own type inference) accepts the folded
+    constants, and our reading of the file still matches torch."""
+    from ..mil.helpers import CoremltoolsLoader
+
     src = sources[name]
     prog = converter.load(src.empty)
     const_bytes = _const_bytes(prog)
@@ -436,3 +442,6 @@ def test_source_programs_fold_and_still_match_torch(name: str, sources) -> None:
     assert {k: after[k] for k in FOLDED[name]} == FOLDED[name], f"{name}: left {after}"
     assert _const_bytes(prog) <= const_bytes  # folding never inflated the model
     assert_matches_torch(converter.run(prog, src.feeds()), src.torch_outputs(), f"{name} (fold_constants)")
+    path = converter.save(prog, tmp_path / f"{name}.mlpackage")
+    CoremltoolsLoader().load(Path(path))
+    assert_matches_torch(converter.run(converter.load(path), src.feeds()), src.torch_outputs(), f"{name} (saved)")
