@@ -19,6 +19,7 @@ import numpy as np
 
 from ...ir.builder import Builder
 from ...ir.core import Op, Value
+from ...ir.types import type_of_array
 from ..rewrite import Match, const, op, rule, var
 from ._common import float_dtype, splat, tensor_type
 
@@ -76,8 +77,8 @@ def exact_reciprocal(c: np.ndarray) -> np.ndarray | str:
         r = (1.0 / wide).astype(c.dtype)
     exact = np.isfinite(r) & (r.astype(np.float64) * wide == 1.0)
     if not np.all(exact):
-        bad = wide.reshape(-1)[~exact.reshape(-1)][0]
-        return (f"1/{bad!r} is not exact in {c.dtype}: x * (1/c) would round differently from x / c "
+        bad = float(wide.reshape(-1)[~exact.reshape(-1)][0])
+        return (f"1/{bad!r} is not exact in {type_of_array(c).dtype.name}: x * (1/c) would round differently from x / c "
                 "(only powers of two have exact reciprocals)")
     return r
 

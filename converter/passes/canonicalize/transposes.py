@@ -217,7 +217,8 @@ def _permuted_const(b: Builder, c: Value, perm: list[int]) -> Value:
 def _sink_through_const(b: Builder, m: Match, transposed_key: str):
     const_key = "y" if transposed_key == "x" else "x"
     perm = perm_of(m.op("t"))
-    r = getattr(b, m.root.type)(**{transposed_key: m["a"], const_key: _permuted_const(b, m["c"], perm)})
+    operands = {transposed_key: m["a"], const_key: _permuted_const(b, m["c"], perm)}
+    r = getattr(b, m.root.type)(x=operands["x"], y=operands["y"])
     return b.transpose(x=r, perm=m["perm"])
 
 
