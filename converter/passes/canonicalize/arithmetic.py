@@ -201,7 +201,15 @@ def _la_absorbs(m: Match) -> str | None:
 _LA = op.linear_activation("la", x=var("x"), alpha=const("alpha"), beta=const("beta"))
 
 
-@rule(op.any_of("add", "sub")(x=_LA, y=const("c")), check=_la_absorbs)
+def reads_a_linear_activation(o: Op) -> bool:
+    """A quick filter on the roots (every add/sub/mul) before the full pattern."""
+    v = o.inputs.get("x")
+    w = o.inputs.get("y")
+    return any(isinstance(u, Value) and u.producer is not None and u.producer.type == "linear_activation"
+               for u in (v, w))
+
+
+@rule(op.any_of("add", "sub")(x=_LA, y=const("c")).where(reads_a_linear_activation), check=_la_absorbs)
 def linear_activation_add(b: Builder, m: Match):
     """``linear_activation(x, alpha=+-1, beta=0) + c`` (or ``- c``) is one linear_activation with
     ``beta = c`` (``-c``): ``+-x`` is exact, so both round ``+-x + c`` once.
@@ -214,7 +222,7 @@ def linear_activation_add(b: Builder, m: Match):
     return b.linear_activation(x=m["x"], alpha=m["alpha"], beta=b.const(np.asarray(beta, dt.storage), dt=dt))
 
 
-@rule(op.mul(x=_LA, y=const("c")), check=_la_absorbs)
+@rule(op.mul(x=_LA, y=const("c")).where(reads_a_linear_activation), check=_la_absorbs)
 def linear_activation_mul(b: Builder, m: Match):
     """``linear_activation(x, alpha, beta) * k`` is one linear_activation with ``alpha*k, beta*k``
     where that is exact: alpha = +-1 and beta = 0 (both round ``+-k*x`` once), or k = -1

@@ -157,13 +157,24 @@ def sink_pays(v: Value, perm: list[int], block: Block) -> str | None:
     return f"no transpose to cancel or merge with within {SINK_LOOKAHEAD} ops"
 
 
+def reads_a_transpose(o: Op) -> bool:
+    """A quick filter on the root of the sinking rules (rooted at every elementwise op): some
+    operand is computed by a transpose. The full pattern then says why it matches or not."""
+    for key in ("x", "y"):
+        v = o.inputs.get(key)
+        if isinstance(v, Value) and v.producer is not None and v.producer.type == "transpose":
+            return True
+    return False
+
+
 def _same_perms(m: Match) -> str | None:
     px, py = perm_of(m.op("tx")), perm_of(m.op("ty"))
     return None if px == py else f"the operands are transposed by {px} and {py}"
 
 
 @rule(op.any_of(*BINARY)(x=op.transpose("tx", x=var("a"), perm=const("perm")),
-                         y=op.transpose("ty", x=var("b"), perm=const())), check=_same_perms)
+                         y=op.transpose("ty", x=var("b"), perm=const())).where(reads_a_transpose),
+      check=_same_perms)
 def sink_transpose_binary(b: Builder, m: Match):
     """Both operands transposed alike: transpose the result instead (one op fewer).
 
@@ -181,7 +192,8 @@ def _unary_sink_pays(m: Match) -> str | None:
     return sink_pays(m.root.outputs[0], perm_of(m.op("t")), m.root.block)
 
 
-@rule(op.any_of(*UNARY)(x=op.transpose("t", x=var("a"), perm=const("perm"))), check=_unary_sink_pays)
+@rule(op.any_of(*UNARY)(x=op.transpose("t", x=var("a"), perm=const("perm"))).where(reads_a_transpose),
+      check=_unary_sink_pays)
 def sink_transpose_unary(b: Builder, m: Match):
     """A transpose moved below an elementwise unary op, when it then meets a transpose (see
     `sink_pays`): count-neutral here, one or two ops fewer once the pair merges.
@@ -222,8 +234,8 @@ def _sink_through_const(b: Builder, m: Match, transposed_key: str):
     return b.transpose(x=r, perm=m["perm"])
 
 
-@rule(op.any_of(*BINARY)(x=op.transpose("t", x=var("a"), perm=const("perm")), y=const("c")),
-      check=_const_sink_pays)
+@rule(op.any_of(*BINARY)(x=op.transpose("t", x=var("a"), perm=const("perm")), y=const("c")).where(
+    reads_a_transpose), check=_const_sink_pays)
 def sink_transpose_const_y(b: Builder, m: Match):
     """A transpose moved below a binary op with a constant, the constant permuted to match, when
     it then meets a transpose (see `sink_pays`).
@@ -234,8 +246,8 @@ def sink_transpose_const_y(b: Builder, m: Match):
     return _sink_through_const(b, m, "x")
 
 
-@rule(op.any_of(*BINARY)(x=const("c"), y=op.transpose("t", x=var("a"), perm=const("perm"))),
-      check=_const_sink_pays)
+@rule(op.any_of(*BINARY)(x=const("c"), y=op.transpose("t", x=var("a"), perm=const("perm"))).where(
+    reads_a_transpose), check=_const_sink_pays)
 def sink_transpose_const_x(b: Builder, m: Match):
     """As `sink_transpose_const_y`, with the constant first (``real_div(c, transpose(x))``)."""
     return _sink_through_const(b, m, "y")
