@@ -4,6 +4,8 @@ reason. Exactness claims are also checked against numpy's fp32 arithmetic on edg
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from converter.ir.interpreter import run
@@ -18,6 +20,7 @@ from converter.passes.canonicalize import (
     linear_activation_mul,
     sub_zero,
 )
+from converter.passes.rewrite import apply_rules
 
 from .helpers import assert_refuses, assert_rewrites
 
@@ -192,3 +195,32 @@ def test_parse_of_the_loop_condition_program_runs() -> None:
     # the bool program is valid on its own (guards the text of the tests above)
     out = run(parse_program(_bool_prog(1e-6)), {"u": np.array([1.0], np.float32), "v": np.array([2.0], np.float32)})
     assert bool(out["y"]) is True
+
+
+EDGES = np.array([0.0, -0.0, 1.0, -1.0, np.inf, -np.inf, np.nan, 1e-45, -1e-45, 3.4e38, -3.4e38, 0.1],
+                 np.float32).reshape(2, 6)
+
+
+def _la_edge_prog(alpha: float, beta: float, op: str, c: float) -> str:
+    return _prog("%x: tensor<fp32, [2, 6]>", f"""{_f("al", alpha)}
+      {_f("be", beta)}
+      %n: tensor<fp32, [2, 6]> = linear_activation(x=%x, alpha=%al, beta=%be)
+      {_f("c", c)}
+      %y: tensor<fp32, [2, 6]> = {op}(x=%n, y=%c)""", "%y")
+
+
+def test_linear_activation_merges_agree_on_infinities_nans_overflow_and_subnormals() -> None:
+    # every combination either is refused or computes the same values (zeros' signs aside, see
+    # the module docstring) on edge inputs, not only on random_feeds' normal ones
+    fired = 0
+    for alpha, beta, op, c in itertools.product([1.0, -1.0, 1.5, -0.75], [0.0, -0.0, 0.25], ["add", "sub", "mul"],
+                                                [2.5, -2.5, 0.0, -1.0, 1e30, 1e-30]):
+        prog = parse_program(_la_edge_prog(alpha, beta, op, c))
+        want = run(prog, {"x": EDGES})["y"]
+        if not apply_rules(prog, [linear_activation_add, linear_activation_mul]).total:
+            continue
+        fired += 1
+        np.testing.assert_array_equal(run(prog, {"x": EDGES})["y"], want, err_msg=f"{alpha} {beta} {op} {c}")
+    # add/sub fire for alpha = +-1, beta = +-0 (2 x 2 x 6 constants x 2 ops = 48); mul for those
+    # (2 x 2 x 6 = 24) and, with k = -1, for the other 8 (alpha, beta) pairs
+    assert fired == 48 + 24 + 8

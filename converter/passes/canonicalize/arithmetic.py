@@ -10,7 +10,9 @@ general rewrite would round differently, the check refuses and says so:
 - ``linear_activation(alpha, beta)`` then ``+ c`` or ``* k`` only where the linear_activation's
   own result is exact (alpha = +-1 and beta = 0: it is +-x) or the factor is -1 (negation commutes
   with rounding); in general ``alpha*x + beta`` is rounded before the add and a merged op would
-  round once.
+  round once. Exact up to the sign of a zero result (``-x + 0.0`` is ``+0.0`` for ``x = 0``, the
+  merged op may give ``-0.0``), like ``add_zero``; infinities, NaNs and overflow agree
+  (tests/passes/test_canonicalize_arithmetic.py runs both forms on such values).
 """
 
 from __future__ import annotations
