@@ -3,5 +3,5 @@
 base.py (Pass, PassResult, PassManager with statistics and verify_each), pipelines.py (named
 pipelines and the registry --passes reads), edits.py (batched op-order edits, function-output-safe
 value replacement), rewrite/ (the rule engine: pattern, check with a reason, replacement; its
-docstring is the guide for rule writers), canonicalize.py, cse.py, dce.py, retarget/.
+docstring is the guide for rule writers), canonicalize/ (one module per topic), cse.py, dce.py, retarget/.
 """

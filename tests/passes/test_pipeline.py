@@ -115,10 +115,13 @@ def test_convert_optimizes_save_does_not(tmp_path: Path) -> None:
 
 def test_explain_lists_each_rule_rooted_at_the_op() -> None:
     lines = [str(e) for e in converter.explain(_redundant(), "a0")]
-    assert lines == ["fold_constant_op: no match: root: add 'a0' fails the condition 'all_inputs_constant'",
-                     "add_zero: fires"]
+    fired = [line for line in lines if line.endswith(": fires")]
+    assert fired == ["add_zero: fires"]  # every other rule rooted at add says why not
+    assert any(line.startswith("fold_constant_op: no match") for line in lines)
+    assert any(line.startswith("linear_activation_add: no match") for line in lines)
     lines = [str(e) for e in converter.explain(_redundant(), "out", "canonicalize")]
-    assert lines == []  # no rule of canonicalize is rooted at sub
+    assert lines and not any(line.endswith(": fires") for line in lines)  # sub: nothing to do
+    assert any(line.startswith("sub_zero: no match") for line in lines)
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -162,6 +165,6 @@ def test_cli_optimize_writes_with_o_and_explains(model: Path, tmp_path: Path) ->
     assert r.exit_code == 0, r.output
     assert "add 'a0' (before the passes; it is not in the optimized program):\n  add_zero: fires" in r.output
     r = _invoke("optimize", model, "--explain", "out", "--passes", "canonicalize")
-    assert "sub 'out' (after the passes): no rule of these passes is rooted at sub" in r.output
+    assert "sub 'out' (after the passes):\n  sub_zero: no match: input 'y' of sub 'out'" in r.output
     r = _invoke("optimize", model, "--explain", "nothing_called_this")
     assert r.exit_code == 2 and "no op named 'nothing_called_this'" in r.output

@@ -248,7 +248,7 @@ def test_explain_names_the_first_failing_element() -> None:
     from converter.passes.canonicalize import RULES
 
     lines = [str(e) for e in explain(prog, "a1", RULES)]
-    assert lines == ["add_zero: no match: input 'y' of add 'a1': 'b' is not a constant (an input)"]
+    assert lines[0] == "add_zero: no match: input 'y' of add 'a1': 'b' is not a constant (an input)"
 
 
 def test_each_op_is_tried_once_when_nothing_fires() -> None:

@@ -1,7 +1,7 @@
 """The rewrite engine: rules (pattern + check with a reason + replacement) applied by a worklist.
 
-Guide for rule writers (a complete example: converter/passes/canonicalize.py; tests:
-tests/passes/test_canonicalize.py)::
+Guide for rule writers (complete examples: converter/passes/canonicalize/; tests:
+tests/passes/test_canonicalize*.py)::
 
     from converter.passes.rewrite import op, var, const, optional, ABSENT, rule, Refuse, RewritePass
 
