@@ -20,6 +20,7 @@ from .base import Pass, PassManager
 from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .fusions.conv_family import FuseConvFamily, FuseGlobalPool
 from .rewrite import RewritePass, Rule
 
 #: every pass ``--passes`` can name: name -> factory
@@ -27,6 +28,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "canonicalize": Canonicalize,
     "cse": CommonSubexpressionElimination,
     "dead_code": DeadCodeElimination,
+    "fuse_conv": FuseConvFamily,
+    "fuse_global_pool": FuseGlobalPool,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -35,7 +38,7 @@ MAX_ROUNDS = 4
 
 def generic_pipeline() -> list[Pass]:
     """The target-independent cleanup every backend wants."""
-    return [Canonicalize(), CommonSubexpressionElimination(), DeadCodeElimination()]
+    return [Canonicalize(), FuseConvFamily(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
 def default_pipeline() -> list[Pass]:
@@ -44,11 +47,11 @@ def default_pipeline() -> list[Pass]:
 
 
 def webnn_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return generic_pipeline() + [FuseGlobalPool()]
 
 
 def neuralnetwork_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return generic_pipeline() + [FuseGlobalPool()]
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {
