@@ -29,7 +29,9 @@ def rebuild(b: Builder, m: Match, name: str, **changes: Any) -> Value:
     old = m.op(name)
     inputs: dict[str, Any] = dict(old.inputs)
     inputs.update(changes)
-    new = b.add_op(old.type, {k: v for k, v in inputs.items() if v is not None})
+    order = {k: i for i, k in enumerate(old.opdef.signature.inputs)}
+    keys = sorted((k for k, v in inputs.items() if v is not None), key=lambda k: order.get(k, len(order)))
+    new = b.add_op(old.type, {k: inputs[k] for k in keys})
     return new.outputs[0]
 
 
@@ -42,14 +44,16 @@ def static_dim(v: Value, axis: int) -> int | str:
     return int(d) if is_static_dim(d) else f"dim {axis} of '{v.name}' is not static ({d})"
 
 
-def per_channel(c: np.ndarray, out: Value, *, axis: int = 1) -> np.ndarray | str:
-    """``c`` as a vector of one value per channel of ``out`` (channel dim ``axis``), when it
-    broadcasts against ``out`` as a scalar or along that dim only (for ``[N, C, H, W]``: ``[]``,
-    ``[1]``, ``[C, 1, 1]``, ``[1, C, 1, 1]``); else the reason it does not."""
+def per_channel(c: np.ndarray, out: Value, *, last: bool = False) -> np.ndarray | str:
+    """``c`` as a vector of one value per channel of ``out`` (dim 1 of ``[N, C, *spatial]``, or
+    with ``last`` the last dim: a linear's output features), when it broadcasts against ``out`` as
+    a scalar or along that dim only (for ``[N, C, H, W]``: ``[]``, ``[1]``, ``[C, 1, 1]``,
+    ``[1, C, 1, 1]``); else the reason it does not."""
     t = out.type
     if not isinstance(t, TensorType) or t.shape is None:
         return f"the rank of '{out.name}' is unknown"
     rank = len(t.shape)
+    axis = rank - 1 if last else 1
     channels = static_dim(out, axis)
     if isinstance(channels, str):
         return channels
@@ -61,7 +65,7 @@ def per_channel(c: np.ndarray, out: Value, *, axis: int = 1) -> np.ndarray | str
     aligned = (1,) * (rank - c.ndim) + c.shape
     for i, n in enumerate(aligned):
         if i != axis and n != 1:
-            where = "the batch dim" if i == 0 and axis != 0 else "a spatial dim" if axis == 1 else "another dim"
+            where = f"dim {i}, not the last" if last else "the batch dim" if i == 0 else "a spatial dim"
             return f"the constant of shape {list(c.shape)} varies along {where} (axis {i} of {rank}): not per channel"
     if aligned[axis] != channels:
         return f"the constant has {aligned[axis]} values along the channel dim, '{out.name}' has {channels} channels"

@@ -36,20 +36,21 @@ def _check(m: Match) -> str | None:
         return channels
     if param(m.root, "epsilon") is None:
         return "epsilon is not a constant"
-    s, t = folded_scale_shift(m, channels)
-    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(t))):
+    s, bias = folded_scale_bias(m, channels)
+    if not (np.all(np.isfinite(s)) and np.all(np.isfinite(bias))):
         return "the folded scale is not finite (variance + epsilon <= 0, or inf/NaN parameters)"
     return None
 
 
-def folded_scale_shift(m: Match, channels: int) -> tuple[np.ndarray, np.ndarray]:
-    """(s, t) of ``batch_norm(y) = s * y + t`` per channel, in float64."""
+def folded_scale_bias(m: Match, channels: int) -> tuple[np.ndarray, np.ndarray]:
+    """Per channel, in float64: the scale ``s = gamma / sqrt(variance + epsilon)`` of the weight
+    and the new bias ``(bias - mean) * s + beta``."""
     eps = float(np.asarray(param(m.root, "epsilon"), np.float64).reshape(-1)[0])
     mean, var_ = _vector(m, "mean", 0.0, channels), _vector(m, "var", 1.0, channels)
     gamma, beta = _vector(m, "gamma", 1.0, channels), _vector(m, "beta", 0.0, channels)
     with np.errstate(all="ignore"):
         s = gamma / np.sqrt(var_ + eps)
-    return s, beta - mean * s
+        return s, (_vector(m, "b", 0.0, channels) - mean) * s + beta
 
 
 @rule(op.batch_norm(x=op.any_of("conv", "conv_transpose")("conv", x=var("x"), weight=const("w"),
@@ -61,13 +62,12 @@ def fuse_conv_batchnorm(b: Builder, m: Match):
     conv = m.op("conv")
     channels = static_dim(m.root.outputs[0], 1)
     assert isinstance(channels, int)
-    s, t = folded_scale_shift(m, channels)
+    s, bias = folded_scale_bias(m, channels)
     w = np.asarray(m.value("w"))
     groups = int(np.asarray(param(conv, "groups")).reshape(-1)[0])
     weight = conv.opdef.scale_output_channels(w.astype(np.float64), s, groups).astype(w.dtype)
     bias_dtype = (m["b"] if "b" in m else m["w"]).type.dtype.storage
-    bias = (_vector(m, "b", 0.0, channels) * s + t).astype(bias_dtype)
-    return rebuild(b, m, "conv", weight=b.const(weight), bias=b.const(bias))
+    return rebuild(b, m, "conv", weight=b.const(weight), bias=b.const(bias.astype(bias_dtype)))
 
 
 RULES = [fuse_conv_batchnorm]

@@ -27,7 +27,7 @@ def _bias(m: Match) -> np.ndarray | str:
     t = out.type
     if not isinstance(t, TensorType) or t.shape is None:
         return f"the rank of '{out.name}' is unknown"
-    return per_channel(m.value("c"), out, axis=len(t.shape) - 1)
+    return per_channel(m.value("c"), out, last=True)
 
 
 def _check(m: Match) -> str | None:
