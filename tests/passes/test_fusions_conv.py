@@ -443,7 +443,9 @@ def test_quantize_of_dequantize_with_the_same_parameters_is_the_quantized_value(
 def test_quantize_of_dequantize_refuses_other_parameters() -> None:
     assert_refuses(_requant(s2="0.05"), quantize_of_dequantize, "the scales differ")
     assert_refuses(_requant(z2="4"), quantize_of_dequantize, "the zero points differ")
-    assert_refuses(_requant(s1="3e37", s2="3e37"), quantize_of_dequantize, "overflows")
+    assert_refuses(_requant(s1="3e37", s2="3e37"), quantize_of_dequantize, "|scale| * 255 = 7.65e+39 overflows fp32")
+    tiny = repr(2.0**-140)
+    assert_refuses(_requant(s1=tiny, s2=tiny), quantize_of_dequantize, "1 / |scale| = 1.3938e+42 overflows fp32")
 
 
 def test_dequantize_of_quantize_is_kept() -> None:

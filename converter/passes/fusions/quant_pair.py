@@ -8,7 +8,9 @@ Exact: with ``k = q - z`` an integer, |k| <= 255, dequantize gives ``fl(s * k)``
 ``2 * 255 * 2^-11`` (fp16; ``2^-24`` for fp32), far below the 0.5 that would change ``rint``, so
 the result is ``k + z = q`` (then clipped to q's range, which holds it). The same scale, zero point
 (an absent one is 0), axis and dtype are required, and ``|s| * 255`` must stay finite in the float
-dtype (else dequantize overflows to inf and quantize clips).
+dtype (else dequantize overflows to inf and quantize clips), and so must ``1 / |s|``: runtimes
+(torch, and likely Core ML) quantize by multiplying with the reciprocal, which for a tiny scale is
+inf (the argument above holds for ``fl(fl(s * k) * fl(1 / s))`` too: three roundings).
 
 The other order, ``dequantize(quantize(x))``, is NOT ``x``: it rounds ``x`` to the quantization
 grid and clips it to the range (that is what fake-quantization is for), so it is never removed.
@@ -58,10 +60,12 @@ def _check(m: Match) -> str | None:
         return "the axes of the per-channel parameters differ"
     dq = m.op("dq").outputs[0].type
     fmax = float(np.finfo(dq.dtype.storage).max) if isinstance(dq, TensorType) else 0.0
-    with np.errstate(all="ignore"):
-        big = float(np.max(np.abs(s1.astype(np.float64)))) * 255.0
-    if not big < fmax / 2:
-        return f"|scale| * 255 = {big:g} overflows {dq.dtype.name if isinstance(dq, TensorType) else 'the float type'}"
+    magnitudes = np.abs(s1.astype(np.float64)).reshape(-1)
+    name = dq.dtype.name if isinstance(dq, TensorType) else "the float type"
+    if not float(magnitudes.max()) * 255.0 < fmax / 2:
+        return f"|scale| * 255 = {float(magnitudes.max()) * 255.0:g} overflows {name}"
+    if not 1.0 / float(magnitudes.min()) < fmax / 2:
+        return f"1 / |scale| = {1.0 / float(magnitudes.min()):g} overflows {name} (a runtime may multiply by it)"
     return None
 
 
