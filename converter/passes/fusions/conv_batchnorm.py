@@ -56,7 +56,7 @@ def folded_scale_bias(m: Match, channels: int) -> tuple[np.ndarray, np.ndarray]:
 @rule(op.batch_norm(x=op.any_of("conv", "conv_transpose")("conv", x=var("x"), weight=const("w"),
                                                           bias=optional(const("b"))),
                     mean=const("mean"), variance=const("var"), gamma=optional(const("gamma")),
-                    beta=optional(const("beta"))), check=_check)
+                    beta=optional(const("beta"))), check=_check, exact=False)
 def fuse_conv_batchnorm(b: Builder, m: Match):
     """conv / conv_transpose + batch_norm -> conv with folded weight and bias (module docstring)."""
     conv = m.op("conv")

@@ -46,19 +46,19 @@ def _check(m: Match) -> str | None:
     return c if isinstance(c, str) else None
 
 
-@rule(op.add(x=_conv(), y=const("c")), check=_check)
+@rule(op.add(x=_conv(), y=const("c")), check=_check, exact=False)
 def fuse_conv_add_bias(b: Builder, m: Match):
     """``conv(x) + c -> conv(x, bias=bias + c)`` for a per-channel (or scalar) ``c`` (module docstring)."""
     return rebuild(b, m, "conv", bias=b.const(_new_bias(m, 1.0, 1.0)))
 
 
-@rule(op.sub(x=_conv(), y=const("c")), check=_check)
+@rule(op.sub(x=_conv(), y=const("c")), check=_check, exact=False)
 def fuse_conv_sub_bias(b: Builder, m: Match):
     """``conv(x) - c -> conv(x, bias=bias - c)`` for a per-channel (or scalar) ``c`` (module docstring)."""
     return rebuild(b, m, "conv", bias=b.const(_new_bias(m, -1.0, 1.0)))
 
 
-@rule(op.sub(x=const("c"), y=_conv(const("w"))), check=_check)
+@rule(op.sub(x=const("c"), y=_conv(const("w"))), check=_check, exact=False)
 def fuse_const_sub_conv_bias(b: Builder, m: Match):
     """``c - conv(x) -> conv(x, weight=-weight, bias=c - bias)`` (module docstring); negating the
     weight is exact."""

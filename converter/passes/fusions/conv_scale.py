@@ -30,7 +30,7 @@ def _check(m: Match) -> str | None:
 
 
 @rule(op.mul(x=op.any_of("conv", "conv_transpose")("conv", x=var("x"), weight=const("w"), bias=optional(const("b"))),
-             y=const("c")), check=_check)
+             y=const("c")), check=_check, exact=False)
 def fuse_conv_scale(b: Builder, m: Match):
     """``conv(x) * c -> conv(x, weight=w * c, bias=bias * c)`` per output channel (module docstring)."""
     conv = m.op("conv")

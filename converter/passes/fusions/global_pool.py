@@ -48,7 +48,7 @@ def _check(m: Match) -> str | None:
     return s if isinstance(s, str) else None
 
 
-@rule(op.reduce_mean(x=var("x"), axes=const("axes"), keep_dims=True), check=_check)
+@rule(op.reduce_mean(x=var("x"), axes=const("axes"), keep_dims=True), check=_check, exact=False)
 def reduce_mean_to_global_avg_pool(b: Builder, m: Match):
     """``reduce_mean(x, spatial axes, keep_dims) -> avg_pool(x, window = spatial sizes)`` (module docstring)."""
     sizes = _spatial(m)

@@ -48,7 +48,7 @@ def _check(m: Match) -> str | None:
     return None
 
 
-@rule(op.add(x=op.matmul("mm", x=var("x"), y=const("w")), y=const("c")), check=_check)
+@rule(op.add(x=op.matmul("mm", x=var("x"), y=const("w")), y=const("c")), check=_check, exact=False)
 def fuse_matmul_add_linear(b: Builder, m: Match):
     """``matmul(x, W) + c -> linear(x, W^T, c)`` (module docstring)."""
     w = np.asarray(m.value("w"))
