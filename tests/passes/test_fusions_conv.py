@@ -461,3 +461,28 @@ def test_dequantize_of_quantize_is_kept() -> None:
     before = canonical_text(prog)
     assert not FuseConvFamily().run(prog).modified
     assert canonical_text(prog) == before
+
+
+def test_constant_minus_conv_refuses_a_runtime_weight() -> None:
+    # negating the weight needs its values; the add/sub forms only touch the bias and accept it
+    assert_refuses(f"""{HEAD17}({X}, %w: tensor<fp32, [3, 2, 1, 1]>) {{
+      %y: {Y} = conv(x=%x, weight=%w)
+      {const("c", C3.reshape(3, 1, 1))}
+      %z: {Y} = sub(x=%c, y=%y)
+    }} -> (%z)""", fuse_const_sub_conv_bias, "'w' is not a constant (an input)")
+    assert_rewrites(f"""{HEAD17}({X}, %w: tensor<fp32, [3, 2, 1, 1]>) {{
+      %y: {Y} = conv(x=%x, weight=%w)
+      {const("c", C3.reshape(3, 1, 1))}
+      %z: {Y} = sub(x=%y, y=%c)
+    }} -> (%z)""", fuse_conv_sub_bias, f"""{HEAD17}({X}, %w: tensor<fp32, [3, 2, 1, 1]>) {{
+      {const("b2", -C3)}
+      %z: {Y} = conv(x=%x, weight=%w, bias=%b2)
+    }} -> (%z)""", **TOL)
+
+
+def test_transpose_into_matmul_y_refuses_a_transpose_of_other_axes() -> None:
+    assert_refuses(f"""{HEAD15}(%a: tensor<fp32, [2, 3, 4]>, %b: tensor<fp32, [4, 2, 5]>) {{
+      {const("p", np.array([1, 0, 2]), "int32")}
+      %bt: tensor<fp32, [2, 4, 5]> = transpose(x=%b, perm=%p)
+      %z: tensor<fp32, [2, 3, 5]> = matmul(x=%a, y=%bt)
+    }} -> (%z)""", fold_transpose_into_matmul_y, "perm [1, 0, 2] does not only swap the last two axes")
