@@ -21,6 +21,7 @@ from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
 from .fold_constants import FoldConstants
+from .fusions.conv_family import FuseConvFamily, FuseGlobalPool
 from .rewrite import RewritePass, Rule
 
 #: every pass ``--passes`` can name: name -> factory
@@ -29,6 +30,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "cse": CommonSubexpressionElimination,
     "dead_code": DeadCodeElimination,
     "fold_constants": FoldConstants,
+    "fuse_conv": FuseConvFamily,
+    "fuse_global_pool": FuseGlobalPool,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -37,7 +40,7 @@ MAX_ROUNDS = 4
 
 def generic_pipeline() -> list[Pass]:
     """The target-independent cleanup every backend wants."""
-    return [FoldConstants(), Canonicalize(), CommonSubexpressionElimination(), DeadCodeElimination()]
+    return [FoldConstants(), Canonicalize(), FuseConvFamily(), CommonSubexpressionElimination(), DeadCodeElimination()]
 
 
 def default_pipeline() -> list[Pass]:
@@ -46,11 +49,11 @@ def default_pipeline() -> list[Pass]:
 
 
 def webnn_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return generic_pipeline() + [FuseGlobalPool()]
 
 
 def neuralnetwork_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return generic_pipeline() + [FuseGlobalPool()]
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {

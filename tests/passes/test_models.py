@@ -1,6 +1,7 @@
 """The default pipeline on every shared model that runs (the NeuralNetwork models that load and the
 ML programs): the verifier passes after each pass, the optimized program computes bit-identical
-outputs to the program as loaded (every rewrite of today's pipeline is an exact identity), the
+outputs to the program as loaded when only exact rules fired (within float rounding when a fusion
+marked ``exact=False`` did: `rounding_bound`), the
 torch-derived models still match torch's own outputs (the oracle; tolerances as in
 tests/nn_models/test_torch.py and tests/mil/test_shared_models.py), and coremltools' MIL loader
 (which re-runs its type inference on every op) reads the optimized program once written.
@@ -17,6 +18,7 @@ import pytest
 import converter
 from converter.ir.clone import clone_program
 from converter.ir.core import Program
+from converter.passes.pipelines import all_rules
 
 from ..mil.helpers import MLPROGRAM_PACKAGES, CoremltoolsLoader, torch_conversions
 from ..mil.helpers import random_feeds as mil_random_feeds
@@ -59,6 +61,18 @@ def _feeds(path: Path, prog: Program) -> dict[str, Any]:
 
 
 MODELS = RUNS + MLPROGRAM_PACKAGES
+RULES = all_rules()
+
+
+def rounding_bound(want: Any) -> float:
+    """What a fusion that rounds differently (a rule with ``exact=False``: conv + batch_norm folded
+    into the weights, ...) may change: a few units of the output dtype's precision relative to
+    the output's scale. Exact rules must leave outputs bit-identical."""
+    a = np.asarray(want)
+    if a.dtype.kind != "f":
+        return 0.0
+    rel = 1e-5 if a.dtype.itemsize >= 4 else 2.0**-8
+    return rel * max(1.0, float(np.max(np.abs(a[np.isfinite(a)]), initial=0.0)))
 
 
 @pytest.fixture(autouse=True)
@@ -75,8 +89,10 @@ def test_default_pipeline_keeps_outputs(path: Path, tmp_path: Path, ct_loader: C
     stats = converter.optimize(optimized, verify=True)  # the verifier before and after each pass
     got = converter.run(optimized, feeds)
     assert list(got) == list(want)
+    inexact = sorted(n for n in stats.rewrites() if not RULES[n].exact)
     for name in want:
-        assert max_abs_error(got[name], want[name]) == 0.0, f"output {name} changed ({stats.rewrites()})"
+        bound = rounding_bound(want[name]) if inexact else 0.0
+        assert max_abs_error(got[name], want[name]) <= bound, f"output {name} changed ({stats.rewrites()})"
     ref = _torch_reference(path)
     if ref is not None:
         names, refs, tol = ref

@@ -274,6 +274,13 @@ class _ConvBase(SpatialDefaults):
     def weight(self, a: EvalArgs) -> np.ndarray:
         return np.asarray(a["weight"])
 
+    @staticmethod
+    def scale_output_channels(weight: np.ndarray, scale: np.ndarray, groups: int) -> np.ndarray:
+        """``weight`` with the kernel of output channel ``o`` multiplied by ``scale[o]`` (the
+        layout ``[C_out, C_in / groups, *K]``: output channels lead, whatever ``groups``). For
+        fusions that fold a per-channel scale into the weight."""
+        return weight * np.asarray(scale).reshape((-1,) + (1,) * (weight.ndim - 1))
+
     def evaluate(self, a: EvalArgs) -> list[Any]:
         w = self.weight(a)
         win = read_window(a, tuple(w.shape[2:]))
@@ -418,6 +425,16 @@ class ConvTranspose(SpatialDefaults):
                 raise a.fail(f"spatial dim {i}: padding {win.custom_pad[i]} removes the whole output")
             dims.append(size)
         return [TensorType(x.dtype, (x.shape[0], c_out) + tuple(dims))]
+
+    @staticmethod
+    def scale_output_channels(weight: np.ndarray, scale: np.ndarray, groups: int) -> np.ndarray:
+        """``weight`` with every tap feeding output channel ``o`` multiplied by ``scale[o]``. The
+        layout is ``[C_in, C_out / groups, *K]``: input channel ``i`` of group ``g = i // (C_in /
+        groups)`` feeds output channels ``g * (C_out / groups) + j`` through ``weight[i, j]``."""
+        c_in, og = weight.shape[0], weight.shape[1]
+        spatial = (1,) * (weight.ndim - 2)
+        grouped = weight.reshape((groups, c_in // groups) + weight.shape[1:])
+        return (grouped * np.asarray(scale).reshape((groups, 1, og) + spatial)).reshape(weight.shape)
 
     @staticmethod
     def _out_size(win: Window, i: int, n: Dim) -> Dim:

@@ -37,6 +37,9 @@ class Rule:
     replace: Replacement
     check: Check | None = None
     doc: str = ""
+    #: False for a fusion that changes float rounding (its docstring says how); outputs of an exact
+    #: rule's rewrite are bit-identical
+    exact: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.pattern, OpPattern):
@@ -50,11 +53,13 @@ class Rule:
         return f"<rule {self.name}: {self.pattern!r}>"
 
 
-def rule(pattern: OpPattern, *, check: Check | None = None, name: str | None = None) -> Callable[[Replacement], Rule]:
+def rule(pattern: OpPattern, *, check: Check | None = None, name: str | None = None,
+         exact: bool = True) -> Callable[[Replacement], Rule]:
     """Decorator: the decorated function is the replacement, its name the rule's name and its
-    docstring the rule's documentation (the IR before and after)."""
+    docstring the rule's documentation (the IR before and after). ``exact=False``: the rewrite
+    changes float rounding (a fusion), so its results are equal only within rounding."""
 
     def make(replace: Replacement) -> Rule:
-        return Rule(name or replace.__name__, pattern, replace, check, (replace.__doc__ or "").strip())
+        return Rule(name or replace.__name__, pattern, replace, check, (replace.__doc__ or "").strip(), exact)
 
     return make
