@@ -20,6 +20,7 @@ from .base import Pass, PassManager
 from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
+from .fusions.activation_family import FuseActivations, FuseNormalizations
 from .rewrite import RewritePass, Rule
 
 #: every pass ``--passes`` can name: name -> factory
@@ -27,6 +28,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "canonicalize": Canonicalize,
     "cse": CommonSubexpressionElimination,
     "dead_code": DeadCodeElimination,
+    "fuse_activations": FuseActivations,
+    "fuse_normalizations": FuseNormalizations,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -40,7 +43,7 @@ def generic_pipeline() -> list[Pass]:
 
 def default_pipeline() -> list[Pass]:
     """For MIL output."""
-    return generic_pipeline()
+    return [*generic_pipeline(), FuseActivations(), FuseNormalizations()]
 
 
 def webnn_pipeline() -> list[Pass]:
