@@ -90,9 +90,8 @@ def instance_norm_beta(b: Builder, m: Match):
     p = per_channel(x, np.asarray(m.value("beta")), "beta")
     if isinstance(p, str):
         raise Refuse(p)
-    inputs = dict(m.op("inorm").inputs)
-    inputs["beta"] = p.astype(storage(x))
-    return b.instance_norm(**inputs)
+    inputs = {**m.op("inorm").inputs, "beta": p.astype(storage(x))}
+    return b.instance_norm(**{k: inputs.get(k) for k in ("x", "gamma", "beta", "epsilon")})
 
 
 RULES = [instance_norm_gamma, instance_norm_beta_only, instance_norm_beta]

@@ -188,9 +188,8 @@ def _affine(param_name: str) -> Callable[[Builder, Match], Value]:
         p = over_normalized_shape(x, axes, np.asarray(m.value(param_name)), param_name)
         if isinstance(p, str):
             raise Refuse(p)
-        inputs = dict(ln.inputs)
-        inputs[param_name] = p.astype(storage(x))
-        return b.layer_norm(**inputs)
+        inputs = {**ln.inputs, param_name: p.astype(storage(x))}
+        return b.layer_norm(**{k: inputs.get(k) for k in ("x", "axes", "gamma", "beta", "epsilon")})
 
     return replace
 
