@@ -381,3 +381,21 @@ def test_softsign_refuses_the_abs_of_another_value_and_another_offset() -> None:
     assert_refuses(func(SOFTSIGN.replace("%d: tensor<fp32, [2, 3]> = add(x=%a", f"%s: {T} = sigmoid(x=%x)\n"
                                          f"  %b: {T} = abs(x=%s)\n  %d: {T} = add(x=%b")), softsign.softsign,
                    "is not 'x'")
+
+
+# -- registration ----------------------------------------------------------------------------------
+
+
+def test_rules_declare_whether_they_keep_results_bit_for_bit() -> None:
+    from converter.passes.fusions.activation_family import ACTIVATION_RULES, NORMALIZATION_RULES
+
+    exact = {r.name for r in ACTIVATION_RULES + NORMALIZATION_RULES if r.exact}
+    assert exact == {r.name for r in relu6.RULES + leaky_relu.RULES + prelu.RULES}
+
+
+def test_the_fusion_passes_are_registered_and_in_the_default_pipeline() -> None:
+    from converter.passes.pipelines import PASSES, default_pipeline
+
+    names = [p.name for p in default_pipeline()]
+    assert {"fuse_activations", "fuse_normalizations"} <= set(PASSES) and \
+        {"fuse_activations", "fuse_normalizations"} <= set(names)

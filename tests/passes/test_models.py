@@ -1,6 +1,7 @@
 """The default pipeline on every shared model that runs (the NeuralNetwork models that load and the
 ML programs): the verifier passes after each pass, the optimized program computes bit-identical
-outputs to the program as loaded (every rewrite of today's pipeline is an exact identity), the
+outputs to the program as loaded when every rule that fired is exact (``Rule.exact``), and within
+rounding (`ROUNDING_TOLERANCE`) where a fusion that changes float rounding fired; the
 torch-derived models still match torch's own outputs (the oracle; tolerances as in
 tests/nn_models/test_torch.py and tests/mil/test_shared_models.py), and coremltools' MIL loader
 (which re-runs its type inference on every op) reads the optimized program once written.
@@ -17,6 +18,7 @@ import pytest
 import converter
 from converter.ir.clone import clone_program
 from converter.ir.core import Program
+from converter.passes.pipelines import all_rules
 
 from ..mil.helpers import MLPROGRAM_PACKAGES, CoremltoolsLoader, torch_conversions
 from ..mil.helpers import random_feeds as mil_random_feeds
@@ -24,6 +26,11 @@ from ..nn_models.shared import RUNS, TORCH, feeds_for, max_abs_error, model_id, 
 
 FP32_TOLERANCE = 1e-4
 FP16_TOLERANCE = 2.0**-9  # see tests/mil/test_shared_models.py::test_torch_reference
+#: where a rule that is not exact fired (a fusion: one rounding instead of several), relative to
+#: max(1, max |output|): fp32 1e-5 and fp16 2^-9, the bounds of two implementations of the same
+#: layers (tests/nn_models/test_torch.py, tests/mil/test_shared_models.py) for models a few dozen
+#: layers deep; a wrong fusion (lost parameter, wrong axis) shows at 1e-2 and more
+ROUNDING_TOLERANCE = {"float32": 1e-5, "float16": FP16_TOLERANCE}
 
 
 @pytest.fixture(scope="module")
@@ -75,8 +82,16 @@ def test_default_pipeline_keeps_outputs(path: Path, tmp_path: Path, ct_loader: C
     stats = converter.optimize(optimized, verify=True)  # the verifier before and after each pass
     got = converter.run(optimized, feeds)
     assert list(got) == list(want)
+    rules = all_rules()
+    inexact = sorted(r for r in stats.rewrites() if not rules[r].exact)
     for name in want:
-        assert max_abs_error(got[name], want[name]) == 0.0, f"output {name} changed ({stats.rewrites()})"
+        err = max_abs_error(got[name], want[name])
+        if not inexact:
+            assert err == 0.0, f"output {name} changed ({stats.rewrites()})"
+            continue
+        w = np.asarray(want[name])
+        bound = ROUNDING_TOLERANCE.get(w.dtype.name, 0.0) * max(1.0, float(np.max(np.abs(w), initial=0.0)))
+        assert err <= bound, f"output {name}: {err:.3g} > {bound:.3g} after {inexact} ({stats.rewrites()})"
     ref = _torch_reference(path)
     if ref is not None:
         names, refs, tol = ref

@@ -96,10 +96,10 @@ def _make_rules() -> list[Rule]:
     rules: list[Rule] = []
     doc = __doc__ or ""
     for arrangement, pattern in _outer(_erf_inner()).items():
-        rules.append(rule(pattern, check=_check_exact, name=f"gelu_exact_{arrangement}")(_doc(_gelu("EXACT"), doc)))
+        rules.append(rule(pattern, check=_check_exact, name=f"gelu_exact_{arrangement}", exact=False)(_doc(_gelu("EXACT"), doc)))
     for cube_name, cube in _cubes().items():
         for arrangement, pattern in _outer(_tanh_inner(cube)).items():
-            rules.append(rule(pattern, check=_check_tanh, name=f"gelu_tanh_{cube_name}_{arrangement}")(
+            rules.append(rule(pattern, check=_check_tanh, name=f"gelu_tanh_{cube_name}_{arrangement}", exact=False)(
                 _doc(_gelu("TANH_APPROXIMATION"), doc)))
     return rules
 

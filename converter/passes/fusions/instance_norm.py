@@ -62,7 +62,7 @@ def _from_layer_norm(b: Builder, m: Match, param_name: str) -> Value:
     return b.instance_norm(x=x, **{param_name: p.astype(storage(x))}, epsilon=eps)
 
 
-@rule(op.mul(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("gamma")))
+@rule(op.mul(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("gamma")), exact=False)
 def instance_norm_gamma(b: Builder, m: Match):
     """``layer_norm(x, axes=spatial) * gamma[C] -> instance_norm(x, gamma)``.
 
@@ -71,7 +71,7 @@ def instance_norm_gamma(b: Builder, m: Match):
     return _from_layer_norm(b, m, "gamma")
 
 
-@rule(op.add(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("beta")))
+@rule(op.add(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("beta")), exact=False)
 def instance_norm_beta_only(b: Builder, m: Match):
     """``layer_norm(x, axes=spatial) + beta[C] -> instance_norm(x, beta)``.
 
@@ -80,7 +80,7 @@ def instance_norm_beta_only(b: Builder, m: Match):
     return _from_layer_norm(b, m, "beta")
 
 
-@rule(op.add(x=op.instance_norm("inorm", x=var("x"), beta=ABSENT), y=const("beta")))
+@rule(op.add(x=op.instance_norm("inorm", x=var("x"), beta=ABSENT), y=const("beta")), exact=False)
 def instance_norm_beta(b: Builder, m: Match):
     """``instance_norm(x, gamma?) + beta[C] -> instance_norm(x, gamma?, beta)``.
 

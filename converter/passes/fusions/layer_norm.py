@@ -141,7 +141,7 @@ def _make_rules() -> list[Rule]:
             return _layer_norm(b, m)
 
         replace.__doc__ = __doc__
-        rules.append(rule(pattern, check=_check, name=name)(replace))
+        rules.append(rule(pattern, check=_check, name=name, exact=False)(replace))
     return rules
 
 
@@ -194,7 +194,7 @@ def _affine(param_name: str) -> Callable[[Builder, Match], Value]:
     return replace
 
 
-@rule(op.mul(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("gamma")))
+@rule(op.mul(x=op.layer_norm("ln", x=var("x"), gamma=ABSENT, beta=ABSENT), y=const("gamma")), exact=False)
 def layer_norm_gamma(b: Builder, m: Match):
     """``layer_norm(x) * gamma -> layer_norm(x, gamma)``, gamma over the normalized axes.
 
@@ -204,7 +204,7 @@ def layer_norm_gamma(b: Builder, m: Match):
     return _affine("gamma")(b, m)
 
 
-@rule(op.add(x=op.layer_norm("ln", x=var("x"), beta=ABSENT), y=const("beta")))
+@rule(op.add(x=op.layer_norm("ln", x=var("x"), beta=ABSENT), y=const("beta")), exact=False)
 def layer_norm_beta(b: Builder, m: Match):
     """``layer_norm(x, gamma?) + beta -> layer_norm(x, gamma?, beta)``, beta over the normalized axes.
 

@@ -15,7 +15,7 @@ from ...ir.builder import Builder
 from ..rewrite import Match, op, rule, var
 
 
-@rule(op.mul(x=var("x"), y=op.sigmoid(x=var("x"))))
+@rule(op.mul(x=var("x"), y=op.sigmoid(x=var("x"))), exact=False)
 def silu(b: Builder, m: Match):
     """``x * sigmoid(x) -> silu(x)``.
 

@@ -14,7 +14,7 @@ from ...ir.builder import Builder
 from ..rewrite import Match, op, rule, var
 
 
-@rule(op.real_div(x=var("x"), y=op.add(x=op.abs(x=var("x")), y=1.0)))
+@rule(op.real_div(x=var("x"), y=op.add(x=op.abs(x=var("x")), y=1.0)), exact=False)
 def softsign(b: Builder, m: Match):
     """``x / (1 + |x|) -> softsign(x)``.
 

@@ -30,13 +30,15 @@ class Refuse(Exception):  # noqa: N818 - it is not an error: a replacement decli
 class Rule:
     """``pattern`` (rooted at an op pattern), ``check(m) -> reason or None``, and
     ``replace(b, m) -> value(s)`` for the root's outputs, built with ``b`` (a Builder inserting
-    before the root). ``doc``: the IR before and after."""
+    before the root). ``doc``: the IR before and after. ``exact``: the rewrite keeps results bit
+    for bit (False for fusions that change float rounding; tests then compare with a tolerance)."""
 
     name: str
     pattern: OpPattern
     replace: Replacement
     check: Check | None = None
     doc: str = ""
+    exact: bool = True
 
     def __post_init__(self) -> None:
         if not isinstance(self.pattern, OpPattern):
@@ -50,11 +52,13 @@ class Rule:
         return f"<rule {self.name}: {self.pattern!r}>"
 
 
-def rule(pattern: OpPattern, *, check: Check | None = None, name: str | None = None) -> Callable[[Replacement], Rule]:
+def rule(pattern: OpPattern, *, check: Check | None = None, name: str | None = None,
+         exact: bool = True) -> Callable[[Replacement], Rule]:
     """Decorator: the decorated function is the replacement, its name the rule's name and its
-    docstring the rule's documentation (the IR before and after)."""
+    docstring the rule's documentation (the IR before and after). ``exact=False``: the rewrite
+    changes float rounding (say how in the docstring)."""
 
     def make(replace: Replacement) -> Rule:
-        return Rule(name or replace.__name__, pattern, replace, check, (replace.__doc__ or "").strip())
+        return Rule(name or replace.__name__, pattern, replace, check, (replace.__doc__ or "").strip(), exact)
 
     return make
