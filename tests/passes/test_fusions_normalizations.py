@@ -237,3 +237,20 @@ def test_instance_norm_refuses_non_spatial_axes_and_rank_5() -> None:
     x5 = "tensor<fp32, [1, 3, 2, 2, 2]>"
     text5 = text.replace(x, x5).replace(ints([3]), ints([2, 3, 4])).replace("[3, 1, 1]", "[3, 1, 1, 1]")
     assert_refuses(text5, instance_norm.RULES, "instance_norm needs x of rank 3 or 4, x has rank 5")
+
+
+def test_instance_norm_1d_from_a_last_axis_decomposition_with_per_channel_gamma() -> None:
+    # [N, C, L] normalized over L: the layer_norm rule takes the normalization, instance_norm the
+    # per-channel gamma ([C, 1]: varies along axis 1, which the layer norm does not normalize)
+    before = decomposition(gamma=G_C, gamma_shape=(3, 1), beta=None)
+    eps = eps32(0.003, 0.011)
+    after = f"""{HEAD}(%x: {X3}) {{
+  {scalar('e', eps)}
+  %g: tensor<fp32, [3]> = const() [val={dense(G_C, (3,))}]
+  %s: {X3} = instance_norm(x=%x, gamma=%g, epsilon=%e)
+}} -> (%s)"""
+    prog = assert_rewrites(before, FuseNormalizations(), after, **TOL)
+    x = (np.random.default_rng(2).standard_normal((2, 3, 4)) * 2 + 1).astype(np.float32)
+    want = F.instance_norm(torch.from_numpy(x.astype(np.float64)),
+                           weight=torch.tensor(np.float32(G_C), dtype=torch.float64), eps=eps).numpy()
+    np.testing.assert_allclose(next(iter(run(prog, {"x": x}).values())), want, rtol=1e-5, atol=1e-5)

@@ -68,11 +68,6 @@ def varying_axes(a: np.ndarray) -> list[int]:
     return [i for i, d in enumerate(a.shape) if d != 1]
 
 
-def dtype_name(v: Value) -> str | None:
-    t = v.type
-    return t.dtype.name if isinstance(t, TensorType) else None
-
-
 def storage(v: Value) -> type:
     """The numpy scalar type of ``v``'s dtype."""
     t = v.type

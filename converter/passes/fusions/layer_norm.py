@@ -41,7 +41,7 @@ from collections.abc import Callable
 import numpy as np
 
 from ...ir.builder import Builder
-from ...ir.core import Value
+from ...ir.core import Op, Value
 from ...ir.shapes import ShapeError, normalize_axes
 from ..rewrite import ABSENT, Match, OpPattern, Refuse, Rule, const, op, optional, rule, var
 from ._params import aligned, rank_of, scalar, static_shape, storage, varying_axes
@@ -148,15 +148,15 @@ def _make_rules() -> list[Rule]:
 # -- gamma and beta -------------------------------------------------------------------------------
 
 
-def norm_axes_of(op_: object, x: Value) -> list[int] | None:
+def norm_axes_of(ln: Op, x: Value) -> list[int] | None:
     """A layer_norm's axes (sorted, non-negative), None if unknown."""
     rank = rank_of(x)
-    axes = op_.inputs.get("axes")  # type: ignore[attr-defined]
+    axes = ln.inputs.get("axes")
     if rank is None:
         return None
     if axes is None:
         return list(range(rank))
-    if not axes.is_const:
+    if isinstance(axes, tuple) or not axes.is_const:
         return None
     try:
         return sorted(normalize_axes([int(a) for a in np.asarray(axes.const_val).reshape(-1)], rank))
