@@ -254,3 +254,16 @@ def test_instance_norm_1d_from_a_last_axis_decomposition_with_per_channel_gamma(
     want = F.instance_norm(torch.from_numpy(x.astype(np.float64)),
                            weight=torch.tensor(np.float32(G_C), dtype=torch.float64), eps=eps).numpy()
     np.testing.assert_allclose(next(iter(run(prog, {"x": x}).values())), want, rtol=1e-5, atol=1e-5)
+
+
+def test_mvn_with_epsilon_outside_the_square_root_is_not_a_layer_norm() -> None:
+    # our NeuralNetwork frontend's mvn: (x - mean) / (sqrt(var) + eps), another function than
+    # layer_norm's (x - mean) / sqrt(var + eps) (op_count_baseline.md, transformer_encoder_layer)
+    text = decomposition(root="sqrt", rsqrt_eps=None, gamma=None, beta=None).replace(
+        f"""  %ve: {R3} = add(x=%var, y=%eps)
+  %r: {R3} = sqrt(x=%ve)
+  %n: {X3} = real_div(x=%c, y=%r)""", f"""  %sd: {R3} = sqrt(x=%var)
+  %r: {R3} = add(x=%sd, y=%eps)
+  %n: {X3} = real_div(x=%c, y=%r)""")
+    assert "sqrt(x=%var)" in text
+    assert_refuses(text, layer_norm.RULES, "'r' is computed by add, not sqrt")
