@@ -21,6 +21,7 @@ from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
 from .fold_constants import FoldConstants
+from .fusions.activation_family import FuseActivations, FuseNormalizations
 from .fusions.conv_family import FuseConvFamily, FuseGlobalPool
 from .rewrite import RewritePass, Rule
 
@@ -32,6 +33,8 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "fold_constants": FoldConstants,
     "fuse_conv": FuseConvFamily,
     "fuse_global_pool": FuseGlobalPool,
+    "fuse_activations": FuseActivations,
+    "fuse_normalizations": FuseNormalizations,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -45,7 +48,7 @@ def generic_pipeline() -> list[Pass]:
 
 def default_pipeline() -> list[Pass]:
     """For MIL output."""
-    return generic_pipeline()
+    return [*generic_pipeline(), FuseActivations(), FuseNormalizations()]
 
 
 def webnn_pipeline() -> list[Pass]:

@@ -27,7 +27,6 @@ from ..nn_models.shared import RUNS, TORCH, feeds_for, max_abs_error, model_id, 
 FP32_TOLERANCE = 1e-4
 FP16_TOLERANCE = 2.0**-9  # see tests/mil/test_shared_models.py::test_torch_reference
 
-
 @pytest.fixture(scope="module")
 def ct_loader() -> CoremltoolsLoader:
     pytest.importorskip("coremltools")

@@ -30,7 +30,8 @@ class Refuse(Exception):  # noqa: N818 - it is not an error: a replacement decli
 class Rule:
     """``pattern`` (rooted at an op pattern), ``check(m) -> reason or None``, and
     ``replace(b, m) -> value(s)`` for the root's outputs, built with ``b`` (a Builder inserting
-    before the root). ``doc``: the IR before and after."""
+    before the root). ``doc``: the IR before and after. ``exact``: the rewrite keeps results bit
+    for bit (False for fusions that change float rounding; tests then compare with a tolerance)."""
 
     name: str
     pattern: OpPattern
