@@ -21,12 +21,14 @@ from .canonicalize import Canonicalize
 from .cse import CommonSubexpressionElimination
 from .dce import DeadCodeElimination
 from .rewrite import RewritePass, Rule
+from .scaffolding import RemoveScaffolding
 
 #: every pass ``--passes`` can name: name -> factory
 PASSES: dict[str, Callable[[], Pass]] = {
     "canonicalize": Canonicalize,
     "cse": CommonSubexpressionElimination,
     "dead_code": DeadCodeElimination,
+    "remove_scaffolding": RemoveScaffolding,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -40,15 +42,15 @@ def generic_pipeline() -> list[Pass]:
 
 def default_pipeline() -> list[Pass]:
     """For MIL output."""
-    return generic_pipeline()
+    return [RemoveScaffolding(), *generic_pipeline()]
 
 
 def webnn_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return [RemoveScaffolding(), *generic_pipeline()]
 
 
 def neuralnetwork_pipeline() -> list[Pass]:
-    return generic_pipeline()
+    return [RemoveScaffolding(), *generic_pipeline()]
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {
