@@ -40,13 +40,13 @@ def _types(prog: Program) -> list[str]:
 
 
 def test_pipelines_and_pass_names_resolve() -> None:
-    assert [p.name for p in resolve("default")] == ["canonicalize", "cse", "dead_code"]
+    assert [p.name for p in resolve("default")] == ["remove_scaffolding", "canonicalize", "cse", "dead_code"]
     assert resolve("none") == [] and set(PIPELINES) == {"default", "none", "webnn", "neuralnetwork"}
     assert [p.name for p in resolve(" cse , dead_code ")] == ["cse", "dead_code"]
     single = resolve("add_zero")
     assert isinstance(single[0], RewritePass) and [r.name for r in single[0].rules] == ["add_zero"]
     assert {"add_zero", "mul_one", "cast_same_dtype", "reshape_same_shape", "reshape_chain"} <= set(all_rules())
-    with pytest.raises(UnsupportedError, match="unknown pass 'fold' .*passes: canonicalize, cse, dead_code"):
+    with pytest.raises(UnsupportedError, match="unknown pass 'fold' .*passes: canonicalize, cse, dead_code, remove_scaffolding"):
         resolve("cse,fold")
     assert all(PASSES[n]().name == n for n in PASSES)
 
@@ -56,11 +56,11 @@ def test_the_manager_runs_to_a_fixed_point_and_records_each_pass() -> None:
     stats = PassManager(resolve("default"), fixed_point=True, max_iterations=4).run(prog)
     assert _types(prog) == ["relu", "sub"]  # x*1+0 gone, the two relus one
     assert stats.iterations == 2  # the second round changes nothing
-    first = stats.passes[0]
+    first = next(p for p in stats.passes if p.name == "canonicalize")
     assert (first.name, first.iteration, first.modified) == ("canonicalize", 1, True)
     assert (first.ops_before, first.ops_after) == (7, 3)
     assert first.stats["rewrites"] == {"mul_one": 2, "add_zero": 2}
-    assert [p.modified for p in stats.passes[3:]] == [False, False, False]
+    assert [p.modified for p in stats.passes if p.iteration == 2] == [False] * len(resolve("default"))
     assert stats.passes[-1].ops_after == 2 and stats.rewrites() == {"mul_one": 2, "add_zero": 2}
     table = stats.format()
     assert "canonicalize" in table and "mul_one 2" in table and "merged: relu 1" in table
@@ -115,9 +115,9 @@ def test_convert_optimizes_save_does_not(tmp_path: Path) -> None:
 
 def test_explain_lists_each_rule_rooted_at_the_op() -> None:
     lines = [str(e) for e in converter.explain(_redundant(), "a0")]
-    assert lines == ["add_zero: fires"]
+    assert "add_zero: fires" in lines and all(" fires" not in line for line in lines if line != "add_zero: fires")
     lines = [str(e) for e in converter.explain(_redundant(), "out")]
-    assert lines == []  # no rule of the default pipeline is rooted at sub
+    assert lines and all(": no match:" in line for line in lines)  # sink_unit_axes: no unit axes here
 
 
 # -- the command line --------------------------------------------------------------------------
@@ -160,7 +160,7 @@ def test_cli_optimize_writes_with_o_and_explains(model: Path, tmp_path: Path) ->
     r = _invoke("optimize", model, "--explain", "a0", "--passes", "canonicalize")
     assert r.exit_code == 0, r.output
     assert "add 'a0' (before the passes; it is not in the optimized program):\n  add_zero: fires" in r.output
-    r = _invoke("optimize", model, "--explain", "out")
+    r = _invoke("optimize", model, "--explain", "out", "--passes", "canonicalize,cse,dead_code")
     assert "sub 'out' (after the passes): no rule of these passes is rooted at sub" in r.output
     r = _invoke("optimize", model, "--explain", "nothing_called_this")
     assert r.exit_code == 2 and "no op named 'nothing_called_this'" in r.output

@@ -5,11 +5,11 @@ the rank its MIL op needs and lifts the result back (``expand_dims``, or ``resha
 then squeezes or reshapes it down for the next layer. A fresh conversion has none of this. Two
 rules remove it where the shapes allow:
 
+- `sink_unit_axes`: an op that does not care about unit axes (table.py: which ops, why, and how
+  their axis arguments change) is computed below the insertion of those axes (sink.py: when);
 - `reshape_like_chain`: reshape/squeeze/expand_dims of reshape/squeeze/expand_dims -> one op or
-  none (canonicalize owns reshape-of-reshape and the plain squeeze/expand_dims pair on a
-  single-output op's result);
-- `lower_unit_axes_region`: the ops between unit-axis insertions and a reshape back are computed
-  at the low rank (region.py; which ops and why: table.py).
+  none, which cancels the sunk insertion against the reshape back (reshape-of-reshape is
+  canonicalize's reshape_chain).
 
 Both are exact (the same elements in the same order; no arithmetic changes).
 """
@@ -17,9 +17,9 @@ Both are exact (the same elements in the same order; no arithmetic changes).
 from __future__ import annotations
 
 from ..rewrite import RewritePass
-from .rules import RULES, lower_unit_axes_region, reshape_like_chain
+from .rules import RULES, reshape_like_chain, sink_unit_axes
 
-__all__ = ["RULES", "RemoveScaffolding", "lower_unit_axes_region", "reshape_like_chain"]
+__all__ = ["RULES", "RemoveScaffolding", "reshape_like_chain", "sink_unit_axes"]
 
 
 class RemoveScaffolding(RewritePass):

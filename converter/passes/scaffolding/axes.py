@@ -89,12 +89,29 @@ def unit_insertion(v: Value) -> tuple[Value, Frame] | None:
     if not isinstance(x, Value):
         return None
     low, high = shape_of(x), shape_of(v)
-    if low is None or high is None or len(high) == len(low):
+    if low is None or high is None or len(high) <= len(low):
         return None
-    axes = inserted_unit_axes(low, high)
-    if axes is None or not axes:
-        return None
-    return x, Frame(len(high), axes)
+    if op.type == "expand_dims":
+        axes_arg = op.inputs.get("axes")
+        if not isinstance(axes_arg, Value) or not axes_arg.is_const:
+            return None
+        axes = tuple(sorted(int(a) + len(high) if int(a) < 0 else int(a)
+                            for a in np.asarray(axes_arg.const_val).reshape(-1)))
+        return x, Frame(len(high), axes)
+    found = inserted_unit_axes(low, high)
+    return None if found is None else (x, Frame(len(high), found))
+
+
+def same_low(shape: Sequence, found: Frame, frame: Frame) -> bool:
+    """Whether a value of ``shape`` seen in frame ``found`` has the same low value in ``frame``:
+    the same rank, 1s on ``frame``'s axes, and the same low shape (only where unit axes sit
+    differs, so the low tensors are the same)."""
+    if found == frame:
+        return True
+    if len(shape) != frame.rank or found.rank != frame.rank or not all(is_one(shape[a]) for a in frame.axes):
+        return False
+    a, c = low_shape(shape, found), low_shape(shape, frame)
+    return len(a) == len(c) and all(same_dim(p, q) for p, q in zip(a, c))
 
 
 def low_shape(shape: Sequence, frame: Frame) -> tuple:
