@@ -11,11 +11,22 @@ values, not only on the text.
 
 from __future__ import annotations
 
+import numpy as np
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import converter
+from converter.check import random_feeds
+from converter.ir.builder import new_program
+from converter.ir.interpreter import run
 from converter.ir.opdef import get_opdef, registered_op_types
+from converter.ir.symexpr import Symbol
+from converter.ir.types import tensor
 from converter.passes.scaffolding import RemoveScaffolding, reshape_like_chain, sink_unit_axes
 from converter.passes.scaffolding.table import BINARY, TABLE, UNARY
 
 from .helpers import assert_refuses, assert_rewrites
+from .patterns.scaffolding import SPRINKLES as SCAFFOLDING
 
 HEAD = "program\nfunc main<iOS17>"
 AX0 = "%ax: tensor<int32, [1]> = const() [val=dense<int32, [1]>(0)]"
@@ -392,3 +403,33 @@ def _opdef(t: str):
         return get_opdef(t, "iOS15")
     except Exception:  # noqa: BLE001 - ops newer than iOS15
         return get_opdef(t, "iOS18")
+
+
+# -- the random-program patterns fire -----------------------------------------------------------
+
+SHAPES = [(2, 3), (4,), (), (1, 5, 1), (Symbol("n"), 3)]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.data(), st.sampled_from(range(len(SHAPES))), st.sampled_from(SCAFFOLDING))
+def test_each_scaffolding_pattern_disappears_entirely(data, shape_index: int, sprinkle) -> None:
+    """The patterns of tests/passes/patterns/scaffolding.py (which the random-program property
+    test sprinkles into programs) leave no reshape-like op behind: the rules fire on them."""
+    shape = SHAPES[shape_index]
+    made: list = []
+
+    def body(b, x):
+        y = sprinkle.make(b, x, data.draw)
+        made.append(y)
+        return x if y is None else y
+
+    prog = new_program({"x": tensor("fp32", shape)}, body)
+    if made[0] is None:
+        return
+    feeds = random_feeds(prog.main, seed=0)
+    want = run(prog, feeds)
+    converter.optimize(prog, verify=True)
+    left = [op.type for op in prog.walk() if op.type in ("reshape", "squeeze", "expand_dims")]
+    assert not left, left
+    (got,), (expected,) = run(prog, feeds).values(), want.values()
+    np.testing.assert_array_equal(got, expected)
