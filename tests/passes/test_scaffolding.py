@@ -159,6 +159,44 @@ def test_sink_refuses_when_another_reader_is_not_in_the_table() -> None:
     }} -> (%y, %z)""", sink_unit_axes, "'e' is also read by reverse 'z', which keeps it lifted")
 
 
+def test_sink_proceeds_when_its_result_goes_straight_back_down_even_if_an_insertion_stays() -> None:
+    # ex stays for reverse, but sub's only reader is the squeeze that absorbs the new insertion
+    assert_rewrites(f"""{HEAD}(%x: tensor<fp32, [2, 3]>, %y: tensor<fp32, [2, 3]>) {{
+      {AX0}
+      %ex: tensor<fp32, [1, 2, 3]> = expand_dims(x=%x, axes=%ax)
+      %ey: tensor<fp32, [1, 2, 3]> = expand_dims(x=%y, axes=%ax)
+      %d: tensor<fp32, [1, 2, 3]> = sub(x=%ex, y=%ey)
+      %s: tensor<fp32, [2, 3]> = squeeze(x=%d, axes=%ax)
+      %rev: tensor<int32, [1]> = const() [val=dense<int32, [1]>(1)]
+      %z: tensor<fp32, [1, 2, 3]> = reverse(x=%ex, axes=%rev)
+    }} -> (%s, %z)""", RemoveScaffolding(), f"""{HEAD}(%x: tensor<fp32, [2, 3]>, %y: tensor<fp32, [2, 3]>) {{
+      {AX0}
+      %ex: tensor<fp32, [1, 2, 3]> = expand_dims(x=%x, axes=%ax)
+      %s: tensor<fp32, [2, 3]> = sub(x=%x, y=%y)
+      %rev: tensor<int32, [1]> = const() [val=dense<int32, [1]>(1)]
+      %z: tensor<fp32, [1, 2, 3]> = reverse(x=%ex, axes=%rev)
+    }} -> (%s, %z)""")
+
+
+def test_the_pass_relifts_an_input_with_more_unit_axes_than_the_others() -> None:
+    # the s4tf models' concat: a [11] input reshaped to [1, 1, 11, 1, 1] next to embeddings of
+    # [1, 1, n] lifted at [3, 4]: the concat runs on [1, 1, *], the [4] input gets its two 1s
+    assert_rewrites(f"""{HEAD}(%v: tensor<fp32, [4]>, %w: tensor<fp32, [1, 1, 2]>) {{
+      %shape: tensor<int32, [5]> = const() [val=dense<int32, [5]>(1, 1, 4, 1, 1)]
+      %ev: tensor<fp32, [1, 1, 4, 1, 1]> = reshape(x=%v, shape=%shape)
+      %ax: tensor<int32, [2]> = const() [val=dense<int32, [2]>(3, 4)]
+      %ew: tensor<fp32, [1, 1, 2, 1, 1]> = expand_dims(x=%w, axes=%ax)
+      %axis: tensor<int32, []> = const() [val=dense<int32, []>(2)]
+      %c: tensor<fp32, [1, 1, 6, 1, 1]> = concat(values=(%ev, %ew), axis=%axis)
+      %y: tensor<fp32, [1, 1, 6]> = squeeze(x=%c, axes=%ax)
+    }} -> (%y)""", RemoveScaffolding(), f"""{HEAD}(%v: tensor<fp32, [4]>, %w: tensor<fp32, [1, 1, 2]>) {{
+      %ax: tensor<int32, [2]> = const() [val=dense<int32, [2]>(0, 1)]
+      %ev: tensor<fp32, [1, 1, 4]> = expand_dims(x=%v, axes=%ax)
+      %axis: tensor<int32, []> = const() [val=dense<int32, []>(2)]
+      %y: tensor<fp32, [1, 1, 6]> = concat(values=(%ev, %w), axis=%axis)
+    }} -> (%y)""")
+
+
 def test_sink_refuses_inputs_lifted_into_different_frames() -> None:
     # both [1, 2, 1, 3], but a is [2, 1, 3] lifted at 0 and b is [1, 2, 3] lifted at 2
     assert_refuses(f"""{HEAD}(%a: tensor<fp32, [2, 1, 3]>, %b: tensor<fp32, [1, 2, 3]>) {{

@@ -13,7 +13,9 @@ handles any DAG between the insertions and the reshapes back (a value read twice
 When to refuse, so that sinking does not leave more ops than it found: an insertion that something
 else reads stays for it, so every other reader must be a reshape-like op (which absorbs the
 insertion) or a table op that will sink too once the table ops above it have (``sub(r,
-reduce_mean(r))``: looked ahead through at most `FORESIGHT_BUDGET` ops), never a block output.
+reduce_mean(r))``: looked ahead through at most `FORESIGHT_BUDGET` ops), never a block output --
+unless the op's result is read once, by a reshape-like op, which absorbs the insertion put after
+it (then sinking costs nothing whatever stays above).
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ import numpy as np
 
 from ...ir.builder import Builder
 from ...ir.core import Block, Op, Value
-from .axes import Frame, same_low, shape_of, unit_insertion
+from .axes import Frame, low_shape, reshape_to, same_low, shape_of, unit_insertion
 from .table import TABLE, Lowering
 
 RESHAPES = ("reshape", "squeeze", "expand_dims")
@@ -44,6 +46,13 @@ class Sink:
     low: dict[Value, Value]  # lifted input -> its low value
     constants: dict[tuple[str, int], np.ndarray | None]  # (key, index) -> low constant (None: as is)
     openings: list[Value]
+    #: lifted inputs with more unit axes than the frame (read only here): the low shape they take
+    relift: dict[Value, tuple]
+    lifted_from: dict[Value, Value]  # every lifted input -> the value it lifts
+
+
+def _read_only_by(v: Value, op: Op) -> bool:
+    return all(u.user is op for u in v.uses)
 
 
 def lower_constant(c: np.ndarray, frame: Frame) -> np.ndarray | None | str:
@@ -68,8 +77,7 @@ def plan_sink(op: Op) -> Sink | str:
         return f"{op.type} is not in the table of ops that commute with unit axes"
     if len(op.outputs) != 1:
         return f"{op.type} has {len(op.outputs)} outputs"
-    frame: Frame | None = None
-    low: dict[Value, Value] = {}
+    lifted_inputs: list[tuple[Value, Value, Frame]] = []  # (input, its low value, its frame)
     consts: list[tuple[str, int, Value]] = []
     for key in entry.data:
         arg = op.inputs.get(key)
@@ -82,11 +90,18 @@ def plan_sink(op: Op) -> Sink | str:
             if lifted is None:
                 what = "an input" if a.producer is None else f"computed by {a.producer.type}"
                 return f"its input '{a.name}' ({what}) is not lifted by unit axes"
-            if frame is None:
-                frame = lifted[1]
-            elif not same_low(shape_of(a) or (), lifted[1], frame):
-                return f"its inputs are lifted differently ({frame}; {lifted[1]})"
-            low[a] = lifted[0]
+            lifted_inputs.append((a, lifted[0], lifted[1]))
+    frame = min((f for _, _, f in lifted_inputs), key=lambda f: len(f.axes), default=None)
+    low: dict[Value, Value] = {}
+    relift: dict[Value, tuple] = {}
+    for a, x, f in lifted_inputs:
+        assert frame is not None
+        if same_low(shape_of(a) or (), f, frame):
+            low[a] = x
+        elif f.rank == frame.rank and set(frame.axes) < set(f.axes) and _read_only_by(a, op):
+            relift[a] = low_shape(shape_of(a) or (), frame)  # x with the extra unit axes: one op
+        else:
+            return f"its inputs are lifted differently ({frame}; {f})"
     if frame is None:
         return "it reads only constants"
     constants: dict[tuple[str, int], np.ndarray | None] = {}
@@ -98,7 +113,8 @@ def plan_sink(op: Op) -> Sink | str:
     lowering = entry.lower(op, frame)
     if isinstance(lowering, str):
         return lowering
-    return Sink(op, frame, lowering, low, constants, list(low))
+    return Sink(op, frame, lowering, low, constants, [a for a, _, _ in lifted_inputs], relift,
+                {a: x for a, x, _ in lifted_inputs})
 
 
 class _Foresight:
@@ -131,7 +147,7 @@ class _Foresight:
 
     def inputs_frame(self, op: Op) -> Frame | None:
         """The one frame of ``op``'s data inputs once they have sunk (constants must fit it)."""
-        frame: Frame | None = None
+        found: list[tuple[Value, Frame]] = []
         consts: list[Value] = []
         for key in TABLE[op.type].data:
             arg = op.inputs.get(key)
@@ -140,9 +156,15 @@ class _Foresight:
                     consts.append(a)
                     continue
                 f = self.frame(a)
-                if f is None or (frame is not None and not same_low(shape_of(a) or (), f, frame)):
+                if f is None:
                     return None
-                frame = frame or f
+                found.append((a, f))
+        frame = min((f for _, f in found), key=lambda f: len(f.axes), default=None)
+        for a, f in found:
+            assert frame is not None
+            if not same_low(shape_of(a) or (), f, frame) and not (
+                    f.rank == frame.rank and set(frame.axes) < set(f.axes) and _read_only_by(a, op)):
+                return None
         if frame is None or any(isinstance(lower_constant(c.const_val, frame), str) for c in consts):
             return None
         return frame
@@ -173,11 +195,24 @@ def _stays_for_others(sink: Sink) -> str | None:
     return None
 
 
+def _absorbed_below(op: Op) -> bool:
+    """``op``'s result is read once, by a reshape-like op: the insertion put after it merges into
+    that op (`reshape_like_chain`), so sinking costs nothing even if an insertion above stays."""
+    uses = op.outputs[0].uses
+    if len(uses) != 1:
+        return False
+    user = next(iter(uses)).user
+    return not isinstance(user, Block) and user.type in RESHAPES
+
+
 def check_sink(op: Op) -> str | None:
     plan = plan_sink(op)
     if isinstance(plan, str):
         return plan
-    return _stays_for_others(plan)
+    why = _stays_for_others(plan)
+    if why is not None and not _absorbed_below(op):
+        return why
+    return None
 
 
 def emit_sink(b: Builder, plan: Sink) -> Value:
@@ -204,6 +239,11 @@ def emit_sink(b: Builder, plan: Sink) -> Value:
 def _low_input(b: Builder, key: str, i: int, a: Value, plan: Sink) -> Value:
     if a in plan.low:
         return plan.low[a]
+    if a in plan.relift:
+        out = reshape_to(b, plan.lifted_from[a], plan.relift[a])
+        assert not isinstance(out, str), out  # only unit axes are inserted
+        plan.low[a] = out
+        return out
     arr = plan.constants[(key, i)]
     if arr is None:
         return a

@@ -48,8 +48,13 @@ def _centered(b: Builder, x: Value, draw) -> Value | None:
         v = b.reshape(x=x, shape=np.array(high, dtype=np.int32))
     else:
         v = b.expand_dims(x=x, axes=axes)
+    # an axis of x that is not 1: with 1s next to inserted ones, which axes are "inserted" is a
+    # choice (any describes the same reshape), and a reduction over size-1 axes only is left alone
     kept = [a for a in range(rank + len(axes)) if a not in set(axes.tolist())]
-    axis = draw(st.sampled_from(kept))
+    wide = [h for i, h in enumerate(kept) if not (isinstance(shape[i], int) and shape[i] == 1)]
+    if not wide:
+        return None
+    axis = draw(st.sampled_from(wide))
     mean = b.reduce_mean(x=v, axes=np.array([axis], dtype=np.int32), keep_dims=True)
     return b.squeeze(x=b.sub(x=v, y=mean), axes=axes)
 
