@@ -6,7 +6,7 @@ from ...ir.builder import Builder
 from ...ir.core import Op, Value
 from ..rewrite import Match, Refuse, op, rule, var
 from .axes import reshape_to, shape_of, unit_insertion
-from .sink import RESHAPES, check_sink, emit_sink, plan_sink
+from .sink import MAX_OTHER_READERS, RESHAPES, check_sink, emit_sink, plan_sink
 from .table import TABLE
 
 
@@ -55,8 +55,9 @@ def _chain(m: Match) -> str | None:
     if inner.type == "reshape" and outer.type == "reshape":
         return "two reshapes: canonicalize's reshape_chain"
     lifted = outer.outputs[0]
-    if unit_insertion(lifted) is not None and unit_insertion(inner.outputs[0]) is None and any(
-            u.type in TABLE for u in lifted.users()):
+    if unit_insertion(lifted) is not None and unit_insertion(inner.outputs[0]) is None and (
+            len(lifted.uses) > MAX_OTHER_READERS
+            or any(isinstance(u.user, Op) and u.user.type in TABLE for u in lifted.uses)):
         return (f"'{lifted.name}' lifts by unit axes into ops sink_unit_axes may lower: one reshape instead "
                 "would hide the unit axes")
     x_shape, out_shape = shape_of(m["x"]), shape_of(outer.outputs[0])

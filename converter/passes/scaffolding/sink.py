@@ -52,7 +52,8 @@ class Sink:
 
 
 def _read_only_by(v: Value, op: Op) -> bool:
-    return all(u.user is op for u in v.uses)
+    """Every use of ``v`` is by ``op`` (looked at only when it has few uses: O(1))."""
+    return len(v.uses) <= MAX_OTHER_READERS and all(u.user is op for u in v.uses)
 
 
 def lower_constant(c: np.ndarray, frame: Frame) -> np.ndarray | None | str:
