@@ -6,6 +6,10 @@ computed at the low rank and its result lifted instead:
 
     f(expand_dims(x, A), c)  ->  expand_dims(f'(x, c'), A')
 
+Inputs lifted into frames that differ only in where unit axes sit are one frame (the same low
+tensor); an input with more inserted axes than the frame with the fewest, read only by this op,
+gets the difference back with one ``expand_dims`` (its own insertion goes: no op more).
+
 Repeated, the insertion moves down until it meets the reshape that takes the value back to the
 low rank, where the two cancel (`reshape_like_chain`). Each step is local (O(1) per match) and
 handles any DAG between the insertions and the reshapes back (a value read twice, residual adds).
