@@ -298,6 +298,22 @@ def test_the_pass_lowers_a_transpose_that_moves_the_unit_axis() -> None:
     }} -> (%y)""")
 
 
+def test_sink_drops_a_transpose_that_only_moves_unit_axes() -> None:
+    # transformer_encoder_layer's attention output: [7, 16] lifted to [7, 1, 16], transposed to
+    # [1, 7, 16]: the same elements in the same order, one expand_dims
+    assert_rewrites(f"""{HEAD}(%x: tensor<fp32, [7, 16]>) {{
+      %ax: tensor<int32, [1]> = const() [val=dense<int32, [1]>(1)]
+      %e: tensor<fp32, [7, 1, 16]> = expand_dims(x=%x, axes=%ax)
+      %perm: tensor<int32, [3]> = const() [val=dense<int32, [3]>(1, 0, 2)]
+      %t: tensor<fp32, [1, 7, 16]> = transpose(x=%e, perm=%perm)
+      %y: tensor<fp32, [1, 7, 16]> = add(x=%t, y=%t)
+    }} -> (%y)""", sink_unit_axes, f"""{HEAD}(%x: tensor<fp32, [7, 16]>) {{
+      %s: tensor<fp32, [7, 16]> = add(x=%x, y=%x)
+      {AX0}
+      %y: tensor<fp32, [1, 7, 16]> = expand_dims(x=%s, axes=%ax)
+    }} -> (%y)""")
+
+
 def test_the_pass_lowers_a_concat_of_lifted_values() -> None:
     # SqueezeNet's fire modules: two activations of lifted convs, concatenated on channels
     assert_rewrites(f"""{HEAD}(%a: tensor<fp32, [1, 2, 3]>, %b: tensor<fp32, [1, 4, 3]>) {{

@@ -236,7 +236,11 @@ def emit_sink(b: Builder, plan: Sink) -> Value:
             inputs[key] = arg
     for key, value in lowering.params.items():
         inputs.setdefault(key, value)
-    out = b.add_op(op.type, inputs, name=f"{op.name}_low").outputs[0]
+    perm = lowering.params.get("perm")
+    if op.type == "transpose" and perm is not None and list(perm) == list(range(len(perm))):
+        out = inputs["x"]  # it only moved unit axes: a reshape, which the insertion below is
+    else:
+        out = b.add_op(op.type, inputs, name=f"{op.name}_low").outputs[0]
     axes = lowering.out_frames[0].axes
     return b.expand_dims(x=out, axes=np.array(axes, dtype=np.int32)) if axes else out
 

@@ -20,7 +20,8 @@ arguments given below, and ``A'`` the output's frame. Why each holds:
   ``reduce_argmax/argmin(axis)``: the index along a non-A axis is the same; refused on an A axis.
 - **softmax(axis)**: normalises along one axis, which must not be in A; renumbered.
 - **transpose(perm)**: output axis j is input axis perm[j]; the unit axes go to A' = {j: perm[j]
-  in A}, and the low perm is perm without the A entries, renumbered.
+  in A}, and the low perm is perm without the A entries, renumbered. When that is the identity,
+  the transpose only moved unit axes (a reshape) and no low op is needed.
 - **concat(values, axis)**: every value in the frame (or a constant as for binary ops); the axis
   must not be in A; renumbered (``interleave`` unchanged).
 
