@@ -24,6 +24,7 @@ from .fold_constants import FoldConstants
 from .fusions.activation_family import FuseActivations, FuseNormalizations
 from .fusions.conv_family import FuseConvFamily, FuseGlobalPool
 from .rewrite import RewritePass, Rule
+from .scaffolding import RemoveScaffolding
 
 #: every pass ``--passes`` can name: name -> factory
 PASSES: dict[str, Callable[[], Pass]] = {
@@ -35,6 +36,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "fuse_global_pool": FuseGlobalPool,
     "fuse_activations": FuseActivations,
     "fuse_normalizations": FuseNormalizations,
+    "remove_scaffolding": RemoveScaffolding,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)
@@ -43,7 +45,8 @@ MAX_ROUNDS = 4
 
 def generic_pipeline() -> list[Pass]:
     """The target-independent cleanup every backend wants."""
-    return [FoldConstants(), Canonicalize(), FuseConvFamily(), CommonSubexpressionElimination(), DeadCodeElimination()]
+    return [RemoveScaffolding(), FoldConstants(), Canonicalize(), FuseConvFamily(), CommonSubexpressionElimination(),
+            DeadCodeElimination()]
 
 
 def default_pipeline() -> list[Pass]:
