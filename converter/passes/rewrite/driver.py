@@ -26,7 +26,7 @@ from ...ir.core import Block, Function, Op, Program, Value
 from ...ir.types import TensorType, Type, is_static_dim, types_compatible
 from ..base import Pass, PassResult
 from ..edits import Edits, function_output_uses, replace_refusal, replace_value
-from .match import Match, match_rule
+from .match import Match, OpCheck, match_rule, prefilter
 from .rule import Refuse, Rule
 
 #: after a rewrite, the remaining users of a value that lost uses are revisited when at most this
@@ -105,6 +105,9 @@ class Rewriter:
 
     def __init__(self, rules: Sequence[Rule], *, max_rewrites: int | None = None) -> None:
         self.index = index_rules(rules)
+        # per root type: (rule, its structural pre-check) in order
+        self.checks: dict[str, list[tuple[Rule, OpCheck]]] = {
+            t: [(r, prefilter(r.pattern)) for r in rs] for t, rs in self.index.items()}
         self.max_rewrites = max_rewrites
         self.stats = RewriteStats()
         self.edits = Edits()
@@ -129,8 +132,10 @@ class Rewriter:
                 self.queued.discard(op)
                 if op.block is None:
                     continue  # removed since it was queued
-                for r in self.index[op.type]:
+                for r, possible in self.checks[op.type]:
                     try:
+                        if not possible(op):
+                            continue
                         outcome = match_rule(r, op)
                         applied = outcome.match is not None and self.apply(r, outcome.match)
                     except ConverterError:
