@@ -396,14 +396,21 @@ def _op_check(pat: OpPattern) -> OpCheck:
     swapped = [({"x": "y", "y": "x"}.get(k, k), c) for k, c in items]
     has_xy = any(k in COMMUTATIVE_INPUTS for k, _ in items)
 
-    def check(op: Op) -> bool:
+    def check(op: Op) -> bool:  # loops, not all(generator): this runs for every rule at every op
         if op.type not in types:
             return False
         inputs = op.inputs
-        if all(c(inputs.get(k)) for k, c in items):
+        for k, c in items:
+            if not c(inputs.get(k)):
+                break
+        else:
             return True
-        return (has_xy and op.opdef is not None and "commutative" in op.opdef.traits
-                and all(c(inputs.get(k)) for k, c in swapped))
+        if not has_xy or op.opdef is None or "commutative" not in op.opdef.traits:
+            return False
+        for k, c in swapped:
+            if not c(inputs.get(k)):
+                return False
+        return True
 
     return check
 
