@@ -110,8 +110,10 @@ class PipelineStats:
         if not self.passes:
             return "no passes run"
         first, last = self.passes[0], self.passes[-1]
+        skipped = sum(1 for p in self.passes if p.skipped)
+        runs = f"{len(self.passes) - skipped} pass runs" + (f" ({skipped} skipped)" if skipped else "")
         return (f"ops {first.ops_before} -> {last.ops_after} (const ops {first.consts_before} -> "
-                f"{last.consts_after}) in {self.seconds:.3f} s, {len(self.passes)} pass runs, "
+                f"{last.consts_after}) in {self.seconds:.3f} s, {runs}, "
                 f"{self.iterations} round{'s' * (self.iterations != 1)}")
 
     def format(self) -> str:

@@ -86,6 +86,7 @@ def test_a_pass_is_skipped_only_when_nothing_changed_since_its_unchanging_run() 
     assert (a.runs, b.runs, c.runs) == (3, 3, 2)
     assert [(p.name, p.iteration, p.skipped) for p in stats.passes if p.skipped] == [("counting", 3, True)]
     assert "skipped: nothing changed since its last run" in stats.format()
+    assert ", 8 pass runs (1 skipped), 3 rounds" in stats.summary()
     # a pass that changed the program runs again even with nothing after it (passes need not be idempotent)
     d = _Counting(1)
     PassManager([d], fixed_point=True, max_iterations=5).run(prog)
