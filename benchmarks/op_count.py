@@ -35,6 +35,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -204,7 +205,8 @@ def part_shared() -> list[dict[str, Any]]:
         name = str(path.relative_to(MODELS))
         prog, why = load(path)
         if prog is None:
-            refused.append((name, why.splitlines()[0].replace(f"'{path}'", "").replace(f"{MODELS}/", "")))
+            why = re.sub(r"file '[^']*'[,:] ", "", why.splitlines()[0].replace("converter.load fails: ", ""))
+            refused.append((name, why))
             continue
         kind = "MIL" if read_model_file(path).model.WhichOneof("Type") == "mlProgram" else "NN"
         before = op_count(prog)
