@@ -26,7 +26,7 @@ from converter.passes.base import Pass, PassManager, PassResult
 from converter.passes.canonicalize import Canonicalize
 from converter.passes.cse import SAMPLE, SMALL_CONST, CommonSubexpressionElimination
 from converter.passes.pipelines import all_rules
-from converter.passes.rewrite import match_rule
+from converter.passes.rewrite import const, match_rule, op, var
 from converter.passes.rewrite.match import prefilter
 
 from .test_random_fusions import with_fusion_patterns
@@ -42,11 +42,11 @@ CHECKS = [(r, prefilter(r.pattern)) for r in RULES]
 @given(with_fusion_patterns())
 def test_the_pre_check_refuses_only_what_the_matcher_refuses_without_a_near_miss(case) -> None:
     prog, _, _ = case
-    for op in prog.walk():
+    for o in prog.walk():
         for r, possible in CHECKS:
-            if op.type in r.root_types and not possible(op):
-                outcome = match_rule(r, op)
-                assert outcome.match is None and not outcome.near_miss, (r.name, op.name, outcome.reason)
+            if o.type in r.root_types and not possible(o):
+                outcome = match_rule(r, o)
+                assert outcome.match is None and not outcome.near_miss, (r.name, o.name, outcome.reason)
 
 
 def test_the_pre_check_passes_both_orders_of_commutative_ops_and_defaults() -> None:
@@ -60,6 +60,10 @@ def test_the_pre_check_passes_both_orders_of_commutative_ops_and_defaults() -> N
     add = next(op for op in prog.walk() if op.type == "add")
     assert prefilter(rules["add_zero"].pattern)(add) and match_rule(rules["add_zero"], add).match is not None
     assert not prefilter(rules["reshape_chain"].pattern)(add)
+    # an op's own condition is part of the pre-check, in both operand orders
+    named = op.add(x=var("x"), y=const("c")).where(lambda o: o.name == add.name)
+    other = op.add(x=var("x"), y=const("c")).where(lambda o: o.name != add.name)
+    assert prefilter(named)(add) and not prefilter(other)(add)
 
 
 class _Counting(Pass):

@@ -384,9 +384,10 @@ ArgCheck = Callable[[Any], bool]
 
 def prefilter(pattern: OpPattern) -> OpCheck:
     """A cheap test of the structure ``pattern`` needs at a root op (op types, output indices,
-    constants, absent and tuple inputs, both operand orders of commutative ops), with no bindings,
-    conditions or reasons: False only where `match_rule` cannot match (so the driver skips the
-    matcher there and loses nothing but the reason, which only ``explain`` shows)."""
+    constants, absent and tuple inputs, both operand orders of commutative ops, the ops' own
+    ``where`` conditions), with no bindings, value conditions or reasons: False only where
+    `match_rule` cannot match (so the driver skips the matcher there and loses nothing but the
+    reason, which only ``explain`` shows)."""
     return _op_check(pattern)
 
 
@@ -395,6 +396,7 @@ def _op_check(pat: OpPattern) -> OpCheck:
     items = [(k, _arg_check(p)) for k, p in pat.inputs.items()]
     swapped = [({"x": "y", "y": "x"}.get(k, k), c) for k, c in items]
     has_xy = any(k in COMMUTATIVE_INPUTS for k, _ in items)
+    predicate = pat.predicate
 
     def check(op: Op) -> bool:  # loops, not all(generator): this runs for every rule at every op
         if op.type not in types:
@@ -404,13 +406,15 @@ def _op_check(pat: OpPattern) -> OpCheck:
             if not c(inputs.get(k)):
                 break
         else:
-            return True
+            # the op's own condition last (the matcher tests it first, so it holds for any op of
+            # these types); a rule rooted at every op type (constant folding) is decided here
+            return predicate is None or bool(predicate(op))
         if not has_xy or op.opdef is None or "commutative" not in op.opdef.traits:
             return False
         for k, c in swapped:
             if not c(inputs.get(k)):
                 return False
-        return True
+        return predicate is None or bool(predicate(op))
 
     return check
 
