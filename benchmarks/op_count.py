@@ -45,7 +45,7 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-MODELS = ROOT.parent / "shared" / "data" / "models"
+MODELS = Path(os.environ.get("CONVERTER_SHARED", ROOT.parent / "shared")) / "data" / "models"  # as the tests
 TORCH = MODELS / "torch"
 
 
