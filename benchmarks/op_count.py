@@ -14,7 +14,15 @@ and coremltools' agree on the same file, tests/optimize/test_sources.py).
     Also, as a yardstick for (b): coremltools' default pipeline run on our migrated program (written
     with our MIL backend, read by coremltools' MIL proto loader), "ct on ours".
 
+(shared) With ``--shared`` instead: every model of ../shared/data/models/ (builder/, real/, torch/:
+    each ``.mlmodel`` file and ``.mlpackage``) that ``converter.load`` reads, NeuralNetwork and ML
+    program alike: its ops (other than const, nested blocks included) before and after our default
+    pipeline, and for a torch/ model coremltools' ML program of the same source beside it
+    (``<name>_mlprogram.mlpackage``, counted the same way); a markdown table, then the models
+    ``converter.load`` refuses and why.
+
     python benchmarks/op_count.py [--histograms] [--passes] [--json OUT.json]
+    python benchmarks/op_count.py --shared [--json OUT.json]
 
 ``--histograms`` also prints each program's op histogram and, per program, the op types ours has
 more of than coremltools' result (what is left for the passes to remove). ``--passes`` prints, per
@@ -27,6 +35,7 @@ import argparse
 import json
 import logging
 import os
+import re
 import sys
 import tempfile
 import warnings
@@ -36,7 +45,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-TORCH = ROOT.parent / "shared" / "data" / "models" / "torch"
+MODELS = Path(os.environ.get("CONVERTER_SHARED", ROOT.parent / "shared")) / "data" / "models"  # as the tests
+TORCH = MODELS / "torch"
 
 
 def histogram_text(h: Counter[str]) -> str:
@@ -161,16 +171,88 @@ def part_b(histograms: bool, passes: bool) -> list[dict[str, Any]]:
     return rows
 
 
+def shared_models() -> list[Path]:
+    """Every model file of ../shared/data/models/ (one level below it), in name order."""
+    out = []
+    for folder in sorted(p for p in MODELS.iterdir() if p.is_dir()):
+        out += sorted(p for p in folder.iterdir()
+                      if (p.suffix == ".mlmodel" and p.is_file()) or (p.suffix == ".mlpackage" and p.is_dir()))
+    return out
+
+
+def torch_counterpart(path: Path) -> Path | None:
+    """coremltools' fp32 ML program of the torch source ``path`` was converted from (None if none)."""
+    if path.parent.name != "torch":
+        return None
+    for suffix in ("_nn.mlmodel", "_mlprogram_fp16.mlpackage", "_mlprogram.mlpackage", "_export_mlprogram.mlpackage"):
+        if path.name.endswith(suffix):
+            theirs = path.with_name(path.name[: -len(suffix)] + "_mlprogram.mlpackage")
+            return theirs if theirs.exists() else None
+    return None
+
+
+def part_shared() -> list[dict[str, Any]]:
+    import time
+
+    import converter
+    from converter.formats.model_file import read_model_file
+    from converter.ir.core import Program
+    from tests.optimize.counting import op_count
+
+    converter.optimize(Program())  # import the passes before the first timing
+    rows, refused = [], []
+    for path in shared_models():
+        name = str(path.relative_to(MODELS))
+        prog, why = load(path)
+        if prog is None:
+            why = re.sub(r"file '[^']*'[,:] ", "", why.splitlines()[0].replace("converter.load fails: ", ""))
+            refused.append((name, why))
+            continue
+        kind = "MIL" if read_model_file(path).model.WhichOneof("Type") == "mlProgram" else "NN"
+        before = op_count(prog)
+        t = time.perf_counter()
+        prog, note = optimized(prog)
+        seconds = time.perf_counter() - t
+        after = None if note else op_count(prog)
+        theirs_path = torch_counterpart(path)
+        theirs = None
+        if theirs_path is not None:
+            ct_prog, _ = load(theirs_path)
+            theirs = op_count(ct_prog) if ct_prog is not None else None
+        rows.append({"model": name, "kind": kind, "before": before, "after": after, "coremltools_mlprogram": theirs,
+                     "seconds": seconds, "note": note})
+    print("| model | kind | ops before | ops after | removed | coremltools ML program | pipeline ms | note |")
+    print("|---|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        after = "failed" if r["after"] is None else str(r["after"])
+        removed = "" if r["after"] is None else str(r["before"] - r["after"])
+        theirs = "" if r["coremltools_mlprogram"] is None else str(r["coremltools_mlprogram"])
+        print(f"| {r['model']} | {r['kind']} | {r['before']} | {after} | {removed} | {theirs} | "
+              f"{r['seconds'] * 1e3:.1f} | {r['note'] or ''} |")
+    done = [r for r in rows if r["after"] is not None]
+    print(f"| **total ({len(done)} models)** | | {sum(r['before'] for r in done)} | {sum(r['after'] for r in done)} | "
+          f"{sum(r['before'] - r['after'] for r in done)} | | {sum(r['seconds'] for r in done) * 1e3:.0f} | |")
+    print(f"\n{len(rows)} models read; not read by converter.load ({len(refused)}):")
+    for name, why in refused:
+        print(f"- {name}: {why}")
+    return rows + [{"model": name, "refused": why} for name, why in refused]
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--histograms", action="store_true", help="print op histograms and their differences")
     ap.add_argument("--passes", action="store_true", help="print what each coremltools pass changed")
     ap.add_argument("--json", type=Path, help="also write every histogram here")
+    ap.add_argument("--shared", action="store_true",
+                    help="instead: every shared model converter.load reads, ops before/after (a markdown table)")
     args = ap.parse_args()
     os.environ.setdefault("TQDM_DISABLE", "1")  # before tqdm is imported (coremltools' progress bars)
     warnings.simplefilter("ignore")
     logging.getLogger("coremltools").setLevel(logging.ERROR)
-    result = {"a": part_a(args.histograms, args.passes), "b": part_b(args.histograms, args.passes)}
+    if args.shared:
+        result: dict[str, Any] = {"shared": part_shared()}
+    else:
+        result = {"a": part_a(args.histograms, args.passes), "b": part_b(args.histograms, args.passes)}
     if args.json:
         args.json.write_text(json.dumps(result, indent=1))
 

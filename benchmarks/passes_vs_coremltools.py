@@ -14,17 +14,20 @@ coremltools: its MIL proto loader reads the package, then ``PassPipelineManager.
 runs ``PassPipeline.DEFAULT`` in the form ``ct.convert(compute_precision=FLOAT32)`` uses (without
 add_fp16_cast / add_int16_cast), then the ``backend_mlprogram`` pipeline (tests/optimize/
 coremltools_passes.py; what this yields is checked to equal ``ct.convert``'s DEFAULT output).
-Ours: ``converter.load`` then ``converter.optimize(prog, pipeline="default")`` -- reported as "not
-available yet" while the tree has no ``converter.optimize``. Each tool runs in its own subprocess
+Ours: ``converter.load`` then ``converter.optimize(prog, pipeline="default")``, and the same with
+the rule load of benchmarks/rule_load.py added (dummy rewrite passes of rules rooted at common op
+types that never fire: the matcher's cost per op once the other branches' rule sets are in); the
+speed-up is given for both. Each tool runs in its own subprocess
 (fresh imports, its own peak memory) with a timeout; a tool that times out is reported with the
 pass it was in. Loading is timed apart from the passes. Time per op = pass time / ops other than
 const of the input program.
 
     python benchmarks/passes_vs_coremltools.py [--sizes 10000 30000 100000] [--timeout 3600]
-        [--repeat 5] [--top 5] [--json OUT.json]
+        [--repeat 5] [--top 5] [--coremltools-max-ops N] [--json OUT.json]
 
 ``--repeat`` applies to the ResNet program only (best of N, each on a freshly loaded program); the
-synthetic programs run once. The built programs are cached in $CONVERTER_OPTIMIZE_CACHE (default
+synthetic programs run once. Wall and CPU time of the process are both reported: on a shared
+machine the CPU time is the fairer comparison. The built programs are cached in $CONVERTER_OPTIMIZE_CACHE (default
 /tmp/converter-optimize-sources).
 """
 
@@ -128,41 +131,56 @@ def coremltools_worker(path: Path, repeat: int) -> None:
         def progress(name: str, s: float, e: float, started: float = started) -> None:
             emit(event="pass", name=name, s=e - s, at=e - started)
 
+        cpu = 0.0
         for pipeline in default_pipelines():
             with PassTimer(progress) as timer:
-                t = time.perf_counter()
+                t, c = time.perf_counter(), time.process_time()
                 PassPipelineManager.apply_pipeline(prog, pipeline)
                 times.append(time.perf_counter() - t)
+                cpu += time.process_time() - c
             for name, s, e in timer.records:
                 by_pass[name] = by_pass.get(name, 0.0) + (e - s)
         run = {"load_s": load_s, "ops_before": before, "ops_with_consts": total, "main_s": times[0],
-               "backend_s": times[1], "ops_after": ct_op_count(prog), "peak_mb": peak_mb(), "by_pass": by_pass}
+               "backend_s": times[1], "cpu_s": cpu, "ops_after": ct_op_count(prog), "peak_mb": peak_mb(),
+               "by_pass": by_pass}
         if best is None or run["main_s"] + run["backend_s"] < best["main_s"] + best["backend_s"]:
             best = run
     emit(event="done", **best)
 
 
 def converter_worker(path: Path, repeat: int) -> None:
+    """Our default pipeline, and the same with the rule load (benchmarks/rule_load.py: dummy rules
+    that never fire, standing in for the rule sets of the branches not merged yet), each on a
+    freshly loaded program, best of ``repeat``."""
+    from rule_load import loaded_pipeline
+
     import converter
     from tests.optimize.counting import op_count, op_histogram
 
+    converter.optimize(converter.ir.core.Program())  # the pass modules imported before the timing
     best: dict[str, Any] | None = None
     for _ in range(repeat):
-        t = time.perf_counter()
-        prog = converter.load(path)
-        load_s = time.perf_counter() - t
-        before, total = op_count(prog), sum(op_histogram(prog, consts=True).values())
-        emit(event="loaded", load_s=load_s, ops=before, ops_with_consts=total)
-        optimize = getattr(converter, "optimize", None)
-        if optimize is None:
-            emit(event="done", load_s=load_s, ops_before=before, ops_with_consts=total, available=False)
-            return
-        reset_peak()
-        t = time.perf_counter()
-        optimize(prog, pipeline="default")
-        run = {"load_s": load_s, "ops_before": before, "ops_with_consts": total, "available": True,
-               "optimize_s": time.perf_counter() - t, "ops_after": op_count(prog), "peak_mb": peak_mb()}
-        if best is None or run["optimize_s"] < best["optimize_s"]:
+        run: dict[str, Any] = {"available": True}
+        for key, pipeline in (("optimize_s", lambda: "default"), ("loaded_s", loaded_pipeline)):
+            t = time.perf_counter()
+            prog = converter.load(path)
+            load_s = time.perf_counter() - t
+            before, total = op_count(prog), sum(op_histogram(prog, consts=True).values())
+            if key == "optimize_s":
+                emit(event="loaded", load_s=load_s, ops=before, ops_with_consts=total)
+            reset_peak()
+            passes = pipeline()
+            t, cpu = time.perf_counter(), time.process_time()
+            stats = converter.optimize(prog, passes)
+            run[key] = time.perf_counter() - t
+            run[key.replace("_s", "_cpu_s")] = time.process_time() - cpu
+            if key == "optimize_s":
+                run.update(load_s=load_s, ops_before=before, ops_with_consts=total, ops_after=op_count(prog),
+                           peak_mb=peak_mb(), rounds=stats.iterations)
+            else:
+                run.update(loaded_passes=sum(1 for p in stats.passes if not p.skipped),
+                           loaded_rounds=stats.iterations)
+        if best is None or run["loaded_s"] < best["loaded_s"]:
             best = run
     emit(event="done", **best)
 
@@ -207,12 +225,13 @@ def describe(label: str, ct: dict[str, Any], ours: dict[str, Any], top: int) -> 
                      f"{ct['passes_done']} passes done, last finished: {ct['last_pass']}); slowest passes: "
                      + ", ".join(f"{n} {s:.1f} s" for s, n in ct["slowest_passes"]))
     elif "error" in ct:
-        lines.append(f"  coremltools: FAILED: {ct['error']}")
+        lines.append(f"  coremltools: {'' if ct['error'].startswith('not run') else 'FAILED: '}{ct['error']}")
     else:
         total = ct["main_s"] + ct["backend_s"]
         lines.append(f"  coremltools: {ct['ops_before']} ops ({ct['ops_with_consts']} with consts) -> {ct['ops_after']}; "
                      f"default {ct['main_s']:.3f} s + backend {ct['backend_s']:.3f} s = {total:.3f} s "
-                     f"({per_op_us(total, ops)} us/op); load {ct['load_s']:.2f} s; peak {ct['peak_mb']:.0f} MiB")
+                     f"({per_op_us(total, ops)} us/op; CPU {ct.get('cpu_s', float('nan')):.3f} s); load {ct['load_s']:.2f} s; "
+                     f"peak {ct['peak_mb']:.0f} MiB")
         passes = sum(ct["by_pass"].values())
         slowest = sorted(ct["by_pass"].items(), key=lambda kv: -kv[1])[:top]
         lines.append(f"    in passes {passes:.3f} s, re-validation between passes {total - passes:.3f} s; slowest: "
@@ -221,16 +240,29 @@ def describe(label: str, ct: dict[str, Any], ours: dict[str, Any], top: int) -> 
         lines.append(f"  ours: FAILED: {ours['error']}")
     elif "timeout" in ours:
         lines.append(f"  ours: TIMED OUT after {ours['timeout']:.0f} s")
-    elif not ours.get("available"):
-        lines.append(f"  ours: converter.optimize is not available yet (load {ours['load_s']:.2f} s, "
-                     f"{ours['ops_before']} ops)")
     else:
-        lines.append(f"  ours: {ours['ops_before']} ops -> {ours['ops_after']}; optimize {ours['optimize_s']:.3f} s "
-                     f"({per_op_us(ours['optimize_s'], ops)} us/op); load {ours['load_s']:.2f} s; "
+        lines.append(f"  ours: {ours['ops_before']} ops -> {ours['ops_after']}; default pipeline {ours['optimize_s']:.3f} s "
+                     f"({per_op_us(ours['optimize_s'], ops)} us/op, CPU {ours['optimize_cpu_s']:.3f} s = "
+                     f"{per_op_us(ours['optimize_cpu_s'], ops)} us/op; {ours['rounds']} rounds); load {ours['load_s']:.2f} s; "
                      f"peak {ours['peak_mb']:.0f} MiB")
+        lines.append(f"  ours + rule load ({rule_load_text()}): {ours['loaded_s']:.3f} s "
+                     f"({per_op_us(ours['loaded_s'], ops)} us/op, CPU {ours['loaded_cpu_s']:.3f} s = "
+                     f"{per_op_us(ours['loaded_cpu_s'], ops)} us/op; {ours['loaded_passes']} pass runs in "
+                     f"{ours['loaded_rounds']} rounds)")
         if "main_s" in ct:
-            lines.append(f"  speed-up: {(ct['main_s'] + ct['backend_s']) / ours['optimize_s']:.1f}x")
+            theirs = ct["main_s"] + ct["backend_s"]
+            lines.append(f"  speed-up (coremltools / ours), wall: {theirs / ours['optimize_s']:.1f}x with the default "
+                         f"pipeline, {theirs / ours['loaded_s']:.1f}x with the rule load")
+            if "cpu_s" in ct:
+                lines.append(f"  speed-up, CPU time: {ct['cpu_s'] / ours['optimize_cpu_s']:.1f}x with the default pipeline, "
+                             f"{ct['cpu_s'] / ours['loaded_cpu_s']:.1f}x with the rule load")
     return lines
+
+
+def rule_load_text() -> str:
+    from rule_load import RULE_PASSES, rule_count
+
+    return f"{RULE_PASSES} dummy rewrite passes, {rule_count()} rules that never fire"
 
 
 def main() -> None:
@@ -240,6 +272,9 @@ def main() -> None:
     ap.add_argument("--repeat", type=int, default=5, help="runs of the ResNet program (best is reported)")
     ap.add_argument("--top", type=int, default=5, help="slowest coremltools passes listed")
     ap.add_argument("--no-resnet", action="store_true")
+    ap.add_argument("--coremltools-max-ops", type=int, default=None, metavar="N",
+                    help="run coremltools only on programs of at most N ops (its time grows quadratically: "
+                         "~11 min at 30k ops, hours at 100k)")
     ap.add_argument("--json", type=Path, help="also write every record here")
     ap.add_argument("--worker", choices=["coremltools", "converter"], help=argparse.SUPPRESS)
     ap.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
@@ -257,8 +292,11 @@ def main() -> None:
     for n in args.sizes:
         programs.append((f"synthetic ~{n} ops", synthetic_package(n, DEFAULT_CACHE), 1))
     records = []
-    for label, path, repeat in programs:
-        ct = run_worker("coremltools", path, repeat, args.timeout)
+    for (label, path, repeat), n in zip(programs, ([0] if not args.no_resnet else []) + list(args.sizes)):
+        if args.coremltools_max_ops is not None and n > args.coremltools_max_ops:
+            ct = {"error": f"not run (--coremltools-max-ops {args.coremltools_max_ops})"}
+        else:
+            ct = run_worker("coremltools", path, repeat, args.timeout)
         ours = run_worker("converter", path, repeat, args.timeout)
         records.append({"program": label, "path": str(path), "coremltools": ct, "ours": ours})
         print("\n".join(describe(label, ct, ours, args.top)), flush=True)

@@ -58,3 +58,23 @@ def test_readme_what_converts_lists_only_readable_and_writable_formats() -> None
     for fmt, word in PLANNED.items():
         if fmt not in _to_choices():
             assert word not in section, f"'What converts' mentions {word}, which is not built"
+
+
+def test_the_readme_nn_to_mil_example_runs_the_default_pipeline_and_prints_ops_before_and_after(
+        tmp_path: Path, capsys) -> None:
+    """Issue 8: the README's Python NN -> ML program example, run on a shared NeuralNetwork model."""
+    from .conftest import MODELS
+
+    source = MODELS / "torch" / "lstm_nn.mlmodel"
+    block = (REPO / "README.md").read_text().split("```python", 1)[1].split("```", 1)[0]
+    lines = block.splitlines()
+    end = next(i for i, line in enumerate(lines) if "converter.convert(" in line)
+    code = "\n".join(lines[: end + 1])
+    assert "converter.optimize(prog" in code and "print(stats.summary())" in code
+    code = code.replace('"OldModel.mlmodel"', repr(str(source))).replace('"NewModel.mlpackage"',
+                                                                         repr(str(tmp_path / "new.mlpackage")))
+    exec(compile(code, "README.md", "exec"), {})  # noqa: S102 - the README's own example
+    printed = capsys.readouterr().out
+    before = sum(1 for op in converter.load(source).main.walk() if op.type != "const")
+    after = sum(1 for op in converter.load(tmp_path / "new.mlpackage").main.walk() if op.type != "const")
+    assert printed.startswith(f"ops {before} -> {after} (const ops "), printed

@@ -79,6 +79,8 @@ class PassStats:
     consts_after: int
     seconds: float
     stats: dict[str, Any] = field(default_factory=dict)
+    #: not run: it had run since the program last changed, and changed nothing then
+    skipped: bool = False
 
 
 @dataclass
@@ -108,8 +110,10 @@ class PipelineStats:
         if not self.passes:
             return "no passes run"
         first, last = self.passes[0], self.passes[-1]
+        skipped = sum(1 for p in self.passes if p.skipped)
+        runs = f"{len(self.passes) - skipped} pass runs" + (f" ({skipped} skipped)" if skipped else "")
         return (f"ops {first.ops_before} -> {last.ops_after} (const ops {first.consts_before} -> "
-                f"{last.consts_after}) in {self.seconds:.3f} s, {len(self.passes)} pass runs, "
+                f"{last.consts_after}) in {self.seconds:.3f} s, {runs}, "
                 f"{self.iterations} round{'s' * (self.iterations != 1)}")
 
     def format(self) -> str:
@@ -118,8 +122,8 @@ class PipelineStats:
         for p in self.passes:
             ops = f"{p.ops_before}->{p.ops_after}"
             consts = f"{p.consts_before}->{p.consts_after}"
-            lines.append(f"{p.name:<24} {p.iteration:>5} {ops:>15} {consts:>15} {p.seconds * 1e3:>9.1f}  "
-                         f"{_format_details(p.stats)}")
+            details = "skipped: nothing changed since its last run" if p.skipped else _format_details(p.stats)
+            lines.append(f"{p.name:<24} {p.iteration:>5} {ops:>15} {consts:>15} {p.seconds * 1e3:>9.1f}  {details}")
         lines.append(self.summary())
         return "\n".join(lines)
 
@@ -143,7 +147,12 @@ def _num(v: Any) -> float:
 class PassManager:
     """Runs ``passes`` in order: once, or with ``fixed_point`` until a round changes nothing (at most
     ``max_iterations`` rounds). ``verify_each``: the verifier before the first pass and after each
-    pass; a failure raises `PassError` naming the pass that broke the program."""
+    pass; a failure raises `PassError` naming the pass that broke the program.
+
+    A pass whose last run changed nothing, with no pass changing the program since, is not run
+    again (it would see the same program: its run would change nothing again); it is recorded as
+    ``skipped``. So the last round runs only the passes before the last change of the round
+    before, not the whole list."""
 
     def __init__(self, passes: Sequence[Pass], *, fixed_point: bool = False, max_iterations: int = 10,
                  verify_each: bool = False) -> None:
@@ -170,10 +179,17 @@ class PassManager:
         if self.verify_each:
             self._verify(program, None)
         ops, consts = count_ops(program) if self.passes else (0, 0)
+        runs = 0  # pass runs so far
+        last_change = -1  # the run that last changed the program
+        unchanged_at: dict[int, int] = {}  # position in the list -> the last run of that pass that changed nothing
         for iteration in range(1, (self.max_iterations if self.fixed_point else 1) + 1):
             out.iterations = iteration
             changed = False
-            for p in self.passes:
+            for position, p in enumerate(self.passes):
+                runs += 1
+                if unchanged_at.get(position, -1) > last_change:
+                    out.passes.append(PassStats(p.name, iteration, False, ops, ops, consts, consts, 0.0, skipped=True))
+                    continue
                 start = time.perf_counter()
                 result = p(program)
                 seconds = time.perf_counter() - start
@@ -183,6 +199,10 @@ class PassManager:
                                             consts_after, seconds, dict(result.stats)))
                 ops, consts = ops_after, consts_after
                 changed |= result.modified
+                if result.modified:
+                    last_change = runs
+                else:
+                    unchanged_at[position] = runs
                 if self.verify_each:
                     self._verify(program, p)
             if not changed:

@@ -4,9 +4,11 @@ order) is replaced by that earlier op's results.
 
 Constants are compared by value: the same dtype, shape and bytes (so identical weights loaded
 twice, identical weight blobs, become one constant; ``-0.0`` and ``0.0`` stay apart, and NaNs with
-the same bits are the same). Only constants sharing (IR type, byte size) with another are hashed,
-so a model of distinct weights is not read for this. Ops merged this way make their users
-identical in turn, which the same single walk then merges too.
+the same bits are the same). A constant is keyed by its bytes when small; a large one is hashed
+only when another constant shares its IR type, byte size and a sample of its bytes (64 spread
+over it), so a model of distinct weights is barely read for this, and a pass object remembers
+the digests it made (a pipeline's later rounds do not hash the same weights again). Ops merged
+this way make their users identical in turn, which the same single walk then merges too.
 
 Nested blocks: an op may reuse a value only where that value's definition dominates it: a value of
 an enclosing block defined before the nested block's op, never one of a sibling block. Scoped hash
@@ -29,6 +31,10 @@ from .base import Pass, PassResult
 from .edits import Edits, replace_refusal, replace_value
 
 _UNHASHABLE = object()
+#: constants of at most this many bytes are keyed by their bytes (no hashing)
+SMALL_CONST = 64
+#: bytes sampled from a larger constant before it is hashed
+SAMPLE = 64
 
 
 def _digest(arr: np.ndarray) -> bytes:
@@ -77,6 +83,11 @@ class _Scope:
 class CommonSubexpressionElimination(Pass):
     name = "cse"
 
+    def __init__(self) -> None:
+        # const op -> (the array it held when hashed, the digest): later runs of this pass object
+        # (a pipeline's rounds) reuse a digest while the op holds the same array
+        self._digests: dict[Op, tuple[Any, bytes]] = {}
+
     def run(self, program: Program) -> PassResult:
         self.edits = Edits(lazy_uses=True)  # merging never reads the use-lists of inputs
         self.merged: dict[str, int] = {}
@@ -90,16 +101,32 @@ class CommonSubexpressionElimination(Pass):
             stats["kept (function outputs)"] = self.refused
         return PassResult(bool(self.merged), stats)
 
-    @staticmethod
-    def _const_groups(program: Program) -> dict[Any, int]:
-        """How many const ops share each (type, byte size): only groups of two or more are hashed."""
+    def _const_groups(self, program: Program) -> dict[Any, int]:
+        """How many const ops share each (type, byte size, sample of the bytes): a large constant
+        is hashed only when its group holds another. Also drops digests of ops that are gone."""
         groups: dict[Any, int] = {}
+        self._group_of: dict[Op, Any] = {}
+        live: dict[Op, tuple[Any, bytes]] = {}
         for op in program.walk():
             if op.type == "const":
                 k = _const_group(op)
                 if k is not None:
+                    self._group_of[op] = k
                     groups[k] = groups.get(k, 0) + 1
+                    cached = self._digests.get(op)
+                    if cached is not None:
+                        live[op] = cached
+        self._digests = live
         return groups
+
+    def _digest_of(self, op: Op) -> bytes:
+        val = op.attributes.get("val")
+        cached = self._digests.get(op)
+        if cached is not None and cached[0] is val:
+            return cached[1]
+        digest = _digest(np.asarray(val))
+        self._digests[op] = (val, digest)
+        return digest
 
     def _block(self, block: Block, parent: _Scope | None) -> None:
         # (block, its ops as they were before this pass edited them, its scope, next index)
@@ -130,11 +157,12 @@ class CommonSubexpressionElimination(Pass):
         if op.opdef is None or "pure" not in op.opdef.traits or op.blocks or not op.outputs:
             return None
         if op.type == "const":
-            group = _const_group(op)
+            group = self._group_of.get(op)
             if group is None or self.const_groups.get(group, 0) < 2:
                 return None
-            val = op.attributes.get("val")
-            return ("const", group, _digest(np.asarray(val)))
+            if group[-1][0] == "bytes":  # small: its bytes are the key already
+                return ("const", group)
+            return ("const", group, self._digest_of(op))
         inputs = [(k, arg) for k, arg in op.inputs.items()]
         if "commutative" in op.opdef.traits and "x" in op.inputs and "y" in op.inputs:
             # add(a, b) and add(b, a) are the same: the operands as an unordered pair
@@ -161,6 +189,8 @@ class CommonSubexpressionElimination(Pass):
 
 
 def _const_group(op: Op) -> Any:
+    """(IR dtype, shape, array dtype, byte size, ("bytes", all the bytes) for a small constant or
+    ("sample", 64 bytes spread over it) for a larger one), or None for what is not compared."""
     val = op.attributes.get("val")
     if val is None or isinstance(val, ListValue) or not op.outputs:
         return None
@@ -168,8 +198,13 @@ def _const_group(op: Op) -> Any:
     t = op.outputs[0].type
     if arr.dtype.kind == "O" or not isinstance(t, TensorType):
         return None
+    raw = _bytes(arr)
+    if raw.size <= SMALL_CONST:
+        content = ("bytes", raw.tobytes())
+    else:
+        content = ("sample", raw[:: raw.size // SAMPLE][:SAMPLE].tobytes() + raw[-8:].tobytes())
     # plain strings and ints: hashing a frozen dataclass type is slow, and the key is hashed often
-    return (t.dtype.name, str(t.shape), arr.dtype.str, arr.nbytes)
+    return (t.dtype.name, str(t.shape), arr.dtype.str, arr.nbytes, content)
 
 
 def _same_array(a: Any, b: Any) -> bool:

@@ -170,3 +170,47 @@ def test_cli_optimize_writes_with_o_and_explains(model: Path, tmp_path: Path) ->
     assert "sub 'out' (after the passes):\n  sub_zero: no match: input 'y' of sub 'out'" in r.output
     r = _invoke("optimize", model, "--explain", "nothing_called_this")
     assert r.exit_code == 2 and "no op named 'nothing_called_this'" in r.output
+
+
+def test_cli_pass_stats_has_ops_before_and_after_rewrites_by_rule_and_time(model: Path, tmp_path: Path) -> None:
+    r = _invoke("optimize", model, "--pass-stats")
+    assert r.exit_code == 0, r.output
+    lines = r.output.splitlines()
+    assert lines[0].split() == ["pass", "round", "ops", "const", "ops", "ms", "details"]
+    canon = next(line for line in lines if line.startswith("canonicalize"))
+    fields = canon.split()
+    assert fields[1:3] == ["1", "7->3"] and float(fields[4]) >= 0  # round, ops before -> after, time in ms
+    assert "rewrites: add_zero 2, mul_one 2" in canon
+    assert any(line.startswith("cse") and "merged: relu 1" in line for line in lines)
+    assert lines[-1].startswith("ops 7 -> 2")
+
+
+def test_cli_verify_runs_the_verifier_after_every_pass_and_names_the_one_that_broke_it(
+        model: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(PASSES, "breaker", _Breaker)
+    out = tmp_path / "a.mlpackage"
+    r = _invoke("convert", model, "-o", out, "--passes", "cse,breaker", "--verify")
+    assert r.exit_code == 2
+    assert r.output.count("\n") == 1 and r.output.startswith("error: ")
+    assert "invalid after pass breaker" in r.output and not out.exists()
+
+
+@pytest.mark.parametrize("command", ["convert", "optimize", "convert-folder"])
+def test_an_unknown_pass_is_one_line_and_exit_code_2_everywhere(model: Path, tmp_path: Path, command: str) -> None:
+    src = tmp_path if command == "convert-folder" else model
+    verb = "convert" if command.startswith("convert") else "optimize"
+    out = tmp_path / ("out" if command == "convert-folder" else "a.mlpackage")
+    r = _invoke(verb, src, "-o", out, "--passes", "canonicalize,no_such_pass")
+    assert r.exit_code == 2, r.output
+    assert r.output.count("\n") == 1 and r.output.startswith("error: unknown pass 'no_such_pass' (pipelines: default")
+    assert not out.exists()
+
+
+def test_the_python_api_takes_the_pipeline_by_keyword_and_refuses_unknown_names() -> None:
+    prog = _redundant()
+    stats = converter.optimize(prog, pipeline="default")
+    assert _types(prog) == ["relu", "sub"] and stats.summary().startswith("ops 7 -> 2")
+    with pytest.raises(converter.errors.ConverterError, match="unknown pass 'fold_everything'"):
+        converter.optimize(_redundant(), pipeline="cse,fold_everything")
+    with pytest.raises(UnsupportedError, match="no passes named"):
+        converter.optimize(_redundant(), pipeline=" , ")

@@ -10,8 +10,7 @@ rule's own check; a refusal there is a *near miss*.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -89,13 +88,27 @@ class Match:
         return f"<Match at {self.root.type} '{self.root.name}': {', '.join(self._values)}>"
 
 
-@dataclass
 class Outcome:
-    """The result of trying one rule at one op."""
+    """The result of trying one rule at one op: ``match`` (None when it does not match),
+    ``reason`` why not ('' when it matches), ``near_miss`` (the pattern matched, but the use check
+    or the rule's check refused it). A structural failure's reason is worded only when read (the
+    driver never reads it; ``explain`` does)."""
 
-    match: Match | None
-    reason: str  # why it did not match ('' when it did)
-    near_miss: bool  # the pattern matched, but the use check or the rule's check refused it
+    __slots__ = ("match", "_reason", "near_miss")
+
+    def __init__(self, match: Match | None, reason: str | Callable[[], str], near_miss: bool) -> None:
+        self.match = match
+        self._reason = reason
+        self.near_miss = near_miss
+
+    @property
+    def reason(self) -> str:
+        if callable(self._reason):
+            self._reason = self._reason()
+        return self._reason
+
+    def __repr__(self) -> str:
+        return f"Outcome(match={self.match!r}, reason={self.reason!r}, near_miss={self.near_miss})"
 
 
 def _describe(v: Value) -> str:
@@ -131,9 +144,10 @@ class Matcher:
         self.matched: dict[Op, bool] = {}  # op -> its results may be used outside the match
         self.progress = 0
         self.best_progress = -1
-        self.best_reason = ""
+        self.best_reason: Callable[[], str] | None = None
 
-    def fail(self, reason: str) -> None:
+    def fail(self, reason: Callable[[], str]) -> None:
+        """Note a failure (worded by ``reason()``, only if it is the one reported: the furthest)."""
         if self.progress > self.best_progress:
             self.best_progress, self.best_reason = self.progress, reason
 
@@ -150,7 +164,7 @@ class Matcher:
                 yield
             else:
                 shown = "absent" if v is None else _describe(v)
-                self.fail(f"{where}: {shown} is not '{name}' ({'absent' if bound is None else _describe(bound)})")
+                self.fail(lambda: f"{where}: {shown} is not '{name}' ({'absent' if bound is None else _describe(bound)})")
             return
         self.values[name] = v
         try:
@@ -168,7 +182,7 @@ class Matcher:
             yield from self.const(pat, v, where)
         elif isinstance(pat, Var):
             if pat.predicate is not None and not pat.predicate(v):
-                self.fail(f"{where}: {_describe(v)} fails the condition {_pred_name(pat.predicate)}")
+                self.fail(lambda: f"{where}: {_describe(v)} fails the condition {_pred_name(pat.predicate)}")
                 return
             yield from self._advance(self._bind(pat.name, v, where))
         else:
@@ -185,14 +199,14 @@ class Matcher:
     def const(self, pat: Const, v: Value, where: str) -> Iterator[None]:
         if not v.is_const:
             what = "an input" if v.producer is None else f"computed by {v.producer.type}"
-            self.fail(f"{where}: {_describe(v)} is not a constant ({what})")
+            self.fail(lambda: f"{where}: {_describe(v)} is not a constant ({what})")
             return
         val = v.const_val
         if pat.equals is not None and not _literal_equal(val, pat.equals):
-            self.fail(f"{where}: constant {_describe(v)} is {_show_literal(val)}, not {_show_literal(pat.equals)}")
+            self.fail(lambda: f"{where}: constant {_describe(v)} is {_show_literal(val)}, not {_show_literal(pat.equals)}")
             return
         if pat.predicate is not None and not pat.predicate(np.asarray(val) if not hasattr(val, "items") else val):
-            self.fail(f"{where}: constant {_describe(v)} fails the condition {_pred_name(pat.predicate)}")
+            self.fail(lambda: f"{where}: constant {_describe(v)} fails the condition {_pred_name(pat.predicate)}")
             return
         yield from self._advance(self._bind(pat.name, v, where))
 
@@ -201,38 +215,38 @@ class Matcher:
     def op_value(self, pat: OpPattern, v: Value, where: str) -> Iterator[None]:
         producer = v.producer
         if producer is None:
-            self.fail(f"{where}: {_describe(v)} is an input, not the result of {pat.type_text}")
+            self.fail(lambda: f"{where}: {_describe(v)} is an input, not the result of {pat.type_text}")
             return
         if producer.type not in pat.types:
-            self.fail(f"{where}: {_describe(v)} is computed by {producer.type}, not {pat.type_text}")
+            self.fail(lambda: f"{where}: {_describe(v)} is computed by {producer.type}, not {pat.type_text}")
             return
         if v.index != pat.output_index:
-            self.fail(f"{where}: {_describe(v)} is output {v.index} of {producer.type} '{producer.name}', "
+            self.fail(lambda: f"{where}: {_describe(v)} is output {v.index} of {producer.type} '{producer.name}', "
                       f"not output {pat.output_index}")
             return
         if producer is self.root:
-            self.fail(f"{where}: {_describe(v)} is the root's own result")
+            self.fail(lambda: f"{where}: {_describe(v)} is the root's own result")
             return
         if producer.block is not self.root.block:
-            self.fail(f"{where}: {producer.type} '{producer.name}' is in another block than the root")
+            self.fail(lambda: f"{where}: {producer.type} '{producer.name}' is in another block than the root")
             return
         if producer.opdef is None or "pure" not in producer.opdef.traits:
-            self.fail(f"{where}: {producer.type} '{producer.name}' is not pure (it cannot be removed)")
+            self.fail(lambda: f"{where}: {producer.type} '{producer.name}' is not pure (it cannot be removed)")
             return
         yield from self.op(pat, producer, where)
 
     def op(self, pat: OpPattern, op: Op, where: str) -> Iterator[None]:
         """Match ``op`` itself (the root, or a producer) against ``pat``."""
         if op.type not in pat.types:
-            self.fail(f"{where}: op '{op.name}' is {op.type}, not {pat.type_text}")
+            self.fail(lambda: f"{where}: op '{op.name}' is {op.type}, not {pat.type_text}")
             return
         if pat.predicate is not None and not pat.predicate(op):
-            self.fail(f"{where}: {op.type} '{op.name}' fails the condition {_pred_name(pat.predicate)}")
+            self.fail(lambda: f"{where}: {op.type} '{op.name}' fails the condition {_pred_name(pat.predicate)}")
             return
         if pat.name is not None:
             seen = self.named_ops.get(pat.name)
             if seen is not None and seen is not op:
-                self.fail(f"{where}: {op.type} '{op.name}' is not '{pat.name}' ('{seen.name}')")
+                self.fail(lambda: f"{where}: {op.type} '{op.name}' is not '{pat.name}' ('{seen.name}')")
                 return
         first_time = op not in self.matched
         previous = self.matched.get(op, False)
@@ -273,7 +287,7 @@ class Matcher:
             if arg is None:
                 yield from self._advance(iter((None,)))
             else:
-                self.fail(f"{where}: bound, but the pattern wants it absent")
+                self.fail(lambda: f"{where}: bound, but the pattern wants it absent")
             return
         if isinstance(pat, OptionalInput):
             if arg is None:
@@ -283,10 +297,10 @@ class Matcher:
             return
         if isinstance(pat, TuplePattern):
             if not isinstance(arg, tuple):
-                self.fail(f"{where}: {'absent' if arg is None else 'not a tuple'}")
+                self.fail(lambda: f"{where}: {'absent' if arg is None else 'not a tuple'}")
                 return
             if len(arg) != len(pat.items):
-                self.fail(f"{where}: {len(arg)} values, the pattern has {len(pat.items)}")
+                self.fail(lambda: f"{where}: {len(arg)} values, the pattern has {len(pat.items)}")
                 return
             yield from self._tuple(pat.items, arg, 0, where)
             return
@@ -297,12 +311,12 @@ class Matcher:
                     yield from self._advance(iter((None,)))
                     return
                 shown = "has no default" if default is _UNBOUND else f"defaults to {_show_literal(default)}"
-                self.fail(f"{where}: absent (and {shown}), not {_show_literal(pat.equals)}")
+                self.fail(lambda: f"{where}: absent (and {shown}), not {_show_literal(pat.equals)}")
                 return
-            self.fail(f"{where}: absent")
+            self.fail(lambda: f"{where}: absent")
             return
         if isinstance(arg, tuple):
-            self.fail(f"{where}: a tuple of {len(arg)} values, the pattern wants one value")
+            self.fail(lambda: f"{where}: a tuple of {len(arg)} values, the pattern wants one value")
             return
         yield from self.value(pat, arg, where)
 
@@ -362,6 +376,86 @@ def _pred_name(pred: Any) -> str:
     return f"'{name}'" if name and name != "<lambda>" else "(a lambda)"
 
 
+# -- a quick structural pre-check ------------------------------------------------------------------
+
+OpCheck = Callable[[Op], bool]
+ArgCheck = Callable[[Any], bool]
+
+
+def prefilter(pattern: OpPattern) -> OpCheck:
+    """A cheap test of the structure ``pattern`` needs at a root op (op types, output indices,
+    constants, absent and tuple inputs, both operand orders of commutative ops, the ops' own
+    ``where`` conditions), with no bindings, value conditions or reasons: False only where
+    `match_rule` cannot match (so the driver skips the matcher there and loses nothing but the
+    reason, which only ``explain`` shows)."""
+    return _op_check(pattern)
+
+
+def _op_check(pat: OpPattern) -> OpCheck:
+    types = frozenset(pat.types)
+    items = [(k, _arg_check(p)) for k, p in pat.inputs.items()]
+    swapped = [({"x": "y", "y": "x"}.get(k, k), c) for k, c in items]
+    has_xy = any(k in COMMUTATIVE_INPUTS for k, _ in items)
+    predicate = pat.predicate
+
+    def check(op: Op) -> bool:  # loops, not all(generator): this runs for every rule at every op
+        if op.type not in types:
+            return False
+        inputs = op.inputs
+        for k, c in items:
+            if not c(inputs.get(k)):
+                break
+        else:
+            # the op's own condition last (the matcher tests it first, so it holds for any op of
+            # these types); a rule rooted at every op type (constant folding) is decided here
+            return predicate is None or bool(predicate(op))
+        if not has_xy or op.opdef is None or "commutative" not in op.opdef.traits:
+            return False
+        for k, c in swapped:
+            if not c(inputs.get(k)):
+                return False
+        return predicate is None or bool(predicate(op))
+
+    return check
+
+
+def _arg_check(pat: Pattern) -> ArgCheck:
+    """A test of one input (a Value, a tuple, or None when absent) against ``pat``."""
+    if isinstance(pat, _Absent):
+        return lambda arg: arg is None
+    if isinstance(pat, OptionalInput):
+        inner = _arg_check(pat.pattern)
+        return lambda arg: arg is None or inner(arg)
+    if isinstance(pat, TuplePattern):
+        checks = [_arg_check(p) for p in pat.items]
+        n = len(checks)
+
+        def tuple_check(arg: Any) -> bool:
+            return (isinstance(arg, tuple) and len(arg) == n
+                    and all(c(v) for c, v in zip(checks, arg)))
+
+        return tuple_check
+    if isinstance(pat, Literal):  # absent: the op's default may equal it (the matcher decides)
+        return lambda arg: arg is None or (isinstance(arg, Value) and arg.is_const)
+    if isinstance(pat, Const):
+        return lambda arg: isinstance(arg, Value) and arg.is_const
+    if isinstance(pat, Var):
+        return lambda arg: isinstance(arg, Value)
+    if isinstance(pat, OpPattern):
+        op_check = _op_check(pat)
+        index = pat.output_index
+
+        def producer_check(arg: Any) -> bool:
+            if not isinstance(arg, Value):
+                return False
+            producer = arg.producer
+            return (producer is not None and arg.index == index and producer.opdef is not None
+                    and "pure" in producer.opdef.traits and op_check(producer))
+
+        return producer_check
+    return lambda arg: True  # an element the matcher knows and this check does not: no opinion
+
+
 def match_rule(rule: Rule, root: Op) -> Outcome:
     """Try ``rule`` at ``root``: its pattern, the use check, then the rule's check."""
     m = Matcher(root)
@@ -379,4 +473,4 @@ def match_rule(rule: Rule, root: Op) -> Outcome:
         near_reason = near_reason or reason
     if near_reason:
         return Outcome(None, near_reason, True)
-    return Outcome(None, m.best_reason or "no match", False)
+    return Outcome(None, m.best_reason or "no match", False)  # worded when read
