@@ -14,7 +14,9 @@ compute, on random inputs, what the original computed (bit for bit unless ``rtol
 from __future__ import annotations
 
 import difflib
-from collections.abc import Sequence
+import json
+import os
+from collections.abc import Iterable, Sequence
 from typing import Any
 
 import numpy as np
@@ -29,6 +31,16 @@ from converter.passes.base import Pass
 from converter.passes.rewrite import Rule, apply_rules, explain_op
 
 RuleOrPass = Rule | Sequence[Rule] | Pass
+
+#: set CONVERTER_RULE_EVIDENCE=FILE to have every assert_rewrites / assert_refuses append, one JSON
+#: line each, the rules it saw fire or refuse (tests/passes/test_rule_evidence.py reads them)
+_EVIDENCE_FILE = os.environ.get("CONVERTER_RULE_EVIDENCE")
+
+
+def _record(kind: str, rules: Iterable[str]) -> None:
+    if _EVIDENCE_FILE:
+        with open(_EVIDENCE_FILE, "a", encoding="utf-8") as f:
+            f.write(json.dumps({"kind": kind, "rules": sorted(set(rules))}) + "\n")
 
 
 def canonical_text(prog: Program) -> str:
@@ -96,6 +108,7 @@ def assert_rewrites(before: str, what: RuleOrPass, after: str, *, rtol: float = 
         unchanged = " (the program is unchanged)" if got_text == original else ""
         raise AssertionError(f"rewrite result differs{unchanged}:\n{diff}\nstats: {stats}\nexplain:\n{hints}")
     _compare(_outputs(prog, feeds), want, rtol, atol)
+    _record("fires", (name for name, n in dict(stats.get("rewrites", {})).items() if n))
     return prog
 
 
@@ -111,3 +124,4 @@ def assert_refuses(text: str, what: RuleOrPass, reason: str) -> None:
     reasons = [e.reason for e in found if not e.fires]
     assert any(reason in r for r in reasons), f"no refusal mentions {reason!r}; explanations: " + \
         "; ".join(str(e) for e in found)
+    _record("refuses", (e.rule for e in found if not e.fires and reason in e.reason))
