@@ -154,6 +154,18 @@ def test_gelu_exact_refuses_another_half_and_a_shared_intermediate() -> None:
     assert_refuses(shared, gelu.RULES, "outside")
 
 
+@pytest.mark.parametrize("name", sorted(GELU_EXACT))
+def test_gelu_exact_refuses_near_misses_in_each_arrangement(name: str) -> None:
+    # 1.414 is not sqrt(2) to fp32 precision; 0.45 is not the 0.5, wherever the 0.5 stands
+    assert_refuses(_gelu_before(GELU_EXACT[name], c("r2", 1.414)), gelu.RULES,
+                   "x is divided by a constant that is not sqrt(2): 1.414")
+    assert_refuses(_gelu_before(GELU_EXACT[name]).replace("(0.5)", "(0.45)"), gelu.RULES,
+                   "constant 'half' is 0.449999988")
+    # 1/sqrt(2) written where sqrt(2) divides: the multiplicative form's constant, used as a divisor
+    assert_refuses(_gelu_before(GELU_EXACT[name], c("r2", 0.70710677)), gelu.RULES,
+                   "not sqrt(2): 0.7071067")
+
+
 def _gelu_tanh(cube: str, arrangement: str, k: float = 0.044715, s: float = 0.7978846) -> str:
     cube_expr = "pow(x=%x, y=%three)" if cube == "pow" else "mul(x=%x, y=mul(x=%x, y=%x))"
     inner = f"""  %u = mul(x=%k, y={cube_expr})
@@ -174,6 +186,16 @@ def test_gelu_tanh_fires_in_each_arrangement_and_matches_torch(cube: str, arrang
                            _gelu_after("TANH_APPROXIMATION"), **ROUNDING)
     oracle(prog, lambda x: F.gelu(x, approximate="tanh"), atol=2e-7)
     oracle(parse_program(before), lambda x: F.gelu(x, approximate="tanh"), atol=4e-7)
+
+
+@pytest.mark.parametrize("cube", ["pow", "mul"])
+@pytest.mark.parametrize("arrangement", ["half_x", "half_last", "half_inner"])
+def test_gelu_tanh_refuses_near_misses_in_each_arrangement(cube: str, arrangement: str) -> None:
+    assert_refuses(_gelu_tanh(cube, arrangement, k=0.045), gelu.RULES,
+                   "the coefficient of x^3 is not 0.044715: 0.045")
+    assert_refuses(_gelu_tanh(cube, arrangement, s=0.8), gelu.RULES, "not scaled by sqrt(2/pi): 0.8")
+    # sqrt(2/pi) rounded to 3 digits (0.798) is another number, not sqrt(2/pi) in fp32
+    assert_refuses(_gelu_tanh(cube, arrangement, s=0.798), gelu.RULES, "not scaled by sqrt(2/pi): 0.797999978")
 
 
 def test_gelu_tanh_refuses_other_constants_and_is_never_the_exact_form() -> None:
@@ -246,6 +268,26 @@ def test_leaky_relu_from_select_refuses_the_branches_swapped() -> None:
   %y: {T} = select(cond=%t, a=%n, b=%x)"""), leaky_relu.RULES, "input 'a' of select 'y': 'n' is not 'x'")
 
 
+SELECT_FORMS = [("greater", "%x", "%n"), ("greater_equal", "%x", "%n"), ("less", "%n", "%x"), ("less_equal", "%n", "%x")]
+
+
+@pytest.mark.parametrize("cond, a, b", SELECT_FORMS)
+def test_leaky_relu_from_select_refuses_another_threshold_and_a_slope_along_the_last_axis(cond: str, a: str,
+                                                                                         b: str) -> None:
+    # x compared with 0.25, not 0: the select switches at 0.25, leaky_relu at 0
+    assert_refuses(func(f"""  {c("thr", 0.25)}
+  {c("al", 0.3)}
+  %t: tensor<bool, [2, 3]> = {cond}(x=%x, y=%thr)
+  %n: {T} = mul(x=%x, y=%al)
+  %y: {T} = select(cond=%t, a={a}, b={b})"""), leaky_relu.RULES, "constant 'thr' is 0.25, not 0.0")
+    # a slope per position of the last axis of [N, C, H, W]: neither leaky_relu nor prelu
+    assert_refuses(func(f"""  {c("zero", 0.0)}
+  %al: tensor<fp32, [2]> = const() [val=dense<fp32, [2]>(0.25, 0.5)]
+  %t: tensor<bool, [1, 3, 2, 2]> = {cond}(x=%x, y=%zero)
+  %n: {T4} = mul(x=%x, y=%al)
+  %y: {T4} = select(cond=%t, a={a}, b={b})""", T4), leaky_relu.RULES, "the slope varies along axes [3]")
+
+
 ALPHA_C = "dense<fp32, [3, 1, 1]>(0.25, 0.125, 0.375)"
 PRELU_AFTER = func(f"""  %al: tensor<fp32, [3]> = const() [val=dense<fp32, [3]>(0.25, 0.125, 0.375)]
   %y: {T4} = prelu(x=%x, alpha=%al)""", T4)
@@ -278,6 +320,25 @@ def test_prelu_keras_forms_fire_and_match_torch() -> None:
   %y: {T4} = {root}(x=%p, y=%s)""", T4)
         prog = assert_rewrites(before, prelu.RULES, PRELU_AFTER)
         oracle(prog, _torch_prelu, shape=(1, 3, 2, 2), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize("root", ["add", "sub"])
+def test_prelu_keras_forms_refuse_another_negation_and_a_slope_along_the_last_axis(root: str) -> None:
+    def keras(m1: float, alpha: str, alpha_shape: str) -> str:
+        return func(f"""  {c("m1", m1)}
+  %al: tensor<fp32, {alpha_shape}> = const() [val={alpha}]
+  %p: {T4} = relu(x=%x)
+  %m: {T4} = mul(x=%x, y=%m1)
+  %r: {T4} = relu(x=%m)
+  %s: {T4} = mul(x=%r, y=%al)
+  %y: {T4} = {root}(x=%p, y=%s)""", T4)
+
+    sign = "-" if root == "add" else ""
+    per_channel = f"dense<fp32, [3, 1, 1]>({sign}0.25, {sign}0.125, {sign}0.375)"
+    # relu(-0.5 x) is not relu(-x): the negative side would be scaled by half the slope
+    assert_refuses(keras(-0.5, per_channel, "[3, 1, 1]"), prelu.RULES, "constant 'm1' is -0.5, not -1.0")
+    assert_refuses(keras(-1.0, f"dense<fp32, [2]>({sign}0.25, {sign}0.5)", "[2]"), prelu.RULES,
+                   "the slope varies along axes [3]")
 
 
 def test_per_channel_max_form_is_prelu_and_a_scalar_slope_is_leaky_relu() -> None:
@@ -335,6 +396,25 @@ def test_relu6_refuses_other_bounds() -> None:
     assert_refuses(func(RELU6_FORMS["relu6_from_clip"].replace("(6.0)", "(5.0)")), relu6.RULES, "is 5.0, not 6.0")
     assert_refuses(func(RELU6_FORMS["relu6_from_min_max"].replace("(0.0)", "(-1.0)")), relu6.RULES,
                    "is -1.0, not 0.0")
+
+
+@pytest.mark.parametrize("name", sorted(RELU6_FORMS))
+def test_relu6_refuses_another_upper_bound_in_each_form(name: str) -> None:
+    assert_refuses(func(RELU6_FORMS[name].replace("(6.0)", "(6.5)")), relu6.RULES, "is 6.5, not 6.0")
+
+
+@pytest.mark.parametrize("name", sorted(set(RELU6_FORMS) - {"relu6_from_relu_min"}))
+def test_relu6_refuses_another_lower_bound_in_each_form(name: str) -> None:
+    # the constant second: with maximum(x=%lo, y=%x) the explanation reported is the commuted
+    # attempt's ("'x' is not a constant"), equally far in the matcher's measure
+    text = RELU6_FORMS[name].replace("maximum(x=%lo, y=%x)", "maximum(x=%x, y=%lo)").replace("(0.0)", "(-0.5)")
+    assert_refuses(func(text), relu6.RULES, "constant 'lo' is -0.5, not 0.0")
+
+
+def test_relu6_from_relu_min_refuses_a_max_in_place_of_the_min() -> None:
+    # max(relu(x), 6) is 6 for x < 6: another function
+    assert_refuses(func(RELU6_FORMS["relu6_from_relu_min"].replace("minimum(", "maximum(")), relu6.RULES,
+                   "is computed by relu, not minimum")
 
 
 # -- softplus and softsign -----------------------------------------------------------------------
