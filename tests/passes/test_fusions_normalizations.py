@@ -14,6 +14,7 @@ stay within a few ulps, and the bound leaves room for the amplification of the m
 from __future__ import annotations
 
 import numpy as np
+import pytest
 import torch
 import torch.nn.functional as F  # noqa: N812 - torch's own convention
 
@@ -118,6 +119,36 @@ def test_layer_norm_with_rsqrt_epsilon_gamma_and_beta_fuses_and_matches_torch() 
     torch_layer_norm(prog, (2, 3, 4), (4,), GAMMA, BETA, eps)
 
 
+VARIANTS = [(square, root) for square in ("mul", "square", "pow") for root in ("rsqrt", "sqrt")]
+
+
+@pytest.mark.parametrize("square, root", VARIANTS)
+def test_layer_norm_fires_in_each_form_with_gamma_and_beta_and_matches_torch(square: str, root: str) -> None:
+    # rsqrt's own epsilon (0.011) adds to the added one; the sqrt form has none
+    eps = eps32(0.003, 0.011) if root == "rsqrt" else eps32(0.003)
+    before = decomposition(square=square, root=root, rsqrt_eps=0.011 if root == "rsqrt" else None)
+    prog = assert_rewrites(before, layer_norm.RULES, after_layer_norm([2], eps), **TOL)
+    torch_layer_norm(prog, (2, 3, 4), (4,), GAMMA, BETA, eps)
+
+
+@pytest.mark.parametrize("square, root", VARIANTS)
+def test_layer_norm_refuses_near_misses_in_each_form(square: str, root: str) -> None:
+    rsqrt_eps = 0.011 if root == "rsqrt" else None
+    # normalized over axis 1 of [2, 3, 4] (not the last): a layer norm of another shape
+    assert_refuses(decomposition(axes1=(1,), axes2=(1,), square=square, root=root, rsqrt_eps=rsqrt_eps, gamma=None,
+                                 beta=None, r="tensor<fp32, [2, 1, 4]>"), layer_norm.RULES,
+                   "axes [1] are not the last axes of a rank-3 x")
+    # the variance over the last two axes, the mean over the last one
+    r2 = "tensor<fp32, [2, 1, 1]>"
+    text = decomposition(axes2=(1, 2), square=square, root=root, rsqrt_eps=rsqrt_eps, gamma=None, beta=None)
+    text = text.replace(f"%var: {R3}", f"%var: {r2}").replace(f"%ve: {R3}", f"%ve: {r2}").replace(
+        f"%r: {R3}", f"%r: {r2}")
+    assert_refuses(text, layer_norm.RULES, "the mean axes differ: [2] for the mean, [1, 2] for the variance")
+    # a negative epsilon (a typo'd -3e-3): layer_norm's epsilon must be a positive offset
+    assert_refuses(decomposition(eps=-0.003, square=square, root=root, rsqrt_eps=rsqrt_eps, gamma=None, beta=None),
+                   layer_norm.RULES, "epsilon -0.003")
+
+
 def test_layer_norm_rsqrt_default_epsilon_is_added() -> None:
     eps = float(np.float32(float(np.float32(0.003)) + float(np.float32(1e-12))))
     assert_rewrites(decomposition(rsqrt_eps=None), FuseNormalizations(), after_layer_norm([2], eps), **TOL)
@@ -179,6 +210,24 @@ def test_layer_norm_refuses_a_gamma_that_is_not_over_the_normalized_shape() -> N
     assert_refuses(stays, FuseNormalizations(), "gamma varies along axis 0: not one value per channel")
 
 
+def test_layer_norm_beta_refuses_a_beta_that_is_not_over_the_normalized_shape() -> None:
+    # beta one value per batch row (axis 0): neither layer_norm's beta nor instance_norm's
+    def shifted(gamma: bool) -> str:
+        g = f"""
+  %g: tensor<fp32, [4]> = const() [val={dense(GAMMA, (4,))}]""" if gamma else ""
+        return f"""{HEAD}(%x: {X3}) {{
+  %ax: {ints([2])}
+  {scalar('e', 0.014)}{g}
+  %n: {X3} = layer_norm(x=%x, axes=%ax{", gamma=%g" if gamma else ""}, epsilon=%e)
+  %b: tensor<fp32, [2, 1, 1]> = const() [val={dense([0.4, -1.5], (2, 1, 1))}]
+  %y: {X3} = add(x=%n, y=%b)
+}} -> (%y)"""
+
+    assert_refuses(shifted(True), FuseNormalizations(), "beta varies along axis 0, which is not normalized (axes [2])")
+    assert_refuses(shifted(False), FuseNormalizations(), "beta varies along axis 0, which is not normalized (axes [2])")
+    assert_refuses(shifted(False), FuseNormalizations(), "beta varies along axis 0: not one value per channel (axis 1)")
+
+
 # -- instance_norm --------------------------------------------------------------------------------
 
 X4 = "tensor<fp32, [2, 3, 2, 2]>"
@@ -222,6 +271,45 @@ def test_instance_norm_beta_only() -> None:
   %y: {X4} = instance_norm(x=%x, beta=%b, epsilon=%e)
 }} -> (%y)"""
     assert_rewrites(before, instance_norm.RULES, after, **TOL)
+
+
+def _instance_norm_plus(beta, beta_shape) -> str:
+    return f"""{HEAD}(%x: {X4}) {{
+  {scalar('e', 0.02)}
+  %g: tensor<fp32, [3]> = const() [val={dense(G_C, (3,))}]
+  %n: {X4} = instance_norm(x=%x, gamma=%g, epsilon=%e)
+  %b: tensor<fp32, [{', '.join(map(str, beta_shape))}]> = const() [val={dense(beta, beta_shape)}]
+  %y: {X4} = add(x=%n, y=%b)
+}} -> (%y)"""
+
+
+def test_instance_norm_beta_folds_a_per_channel_shift() -> None:
+    after = f"""{HEAD}(%x: {X4}) {{
+  {scalar('e', 0.02)}
+  %g: tensor<fp32, [3]> = const() [val={dense(G_C, (3,))}]
+  %b: tensor<fp32, [3]> = const() [val={dense(B_C, (3,))}]
+  %y: {X4} = instance_norm(x=%x, gamma=%g, beta=%b, epsilon=%e)
+}} -> (%y)"""
+    assert_rewrites(_instance_norm_plus(B_C, (1, 3, 1, 1)), instance_norm.RULES, after, **TOL)
+
+
+def test_instance_norm_beta_refuses_a_shift_along_a_spatial_or_the_batch_axis() -> None:
+    # one value per row (axis 2 of [N, C, H, W]), then one per batch item (axis 0)
+    assert_refuses(_instance_norm_plus([0.3, -0.8], (2, 1)), instance_norm.RULES,
+                   "beta varies along axis 2: not one value per channel (axis 1)")
+    assert_refuses(_instance_norm_plus([0.3, -0.8], (2, 1, 1, 1)), FuseNormalizations(),
+                   "beta varies along axis 0: not one value per channel (axis 1)")
+
+
+def test_instance_norm_beta_only_refuses_a_shift_along_the_batch_axis() -> None:
+    text = f"""{HEAD}(%x: {X4}) {{
+  %ax: {ints([2, 3])}
+  {scalar('e', 0.02)}
+  %n: {X4} = layer_norm(x=%x, axes=%ax, epsilon=%e)
+  %b: tensor<fp32, [2, 1, 1, 1]> = const() [val={dense([0.3, -0.8], (2, 1, 1, 1))}]
+  %y: {X4} = add(x=%n, y=%b)
+}} -> (%y)"""
+    assert_refuses(text, FuseNormalizations(), "beta varies along axis 0: not one value per channel (axis 1)")
 
 
 def test_instance_norm_refuses_non_spatial_axes_and_rank_5() -> None:
