@@ -185,3 +185,21 @@ def test_sink_transpose_const_refuses_to_copy_a_shared_constant() -> None:
       %y: tensor<fp32, [2, 3]> = transpose(x=%d, perm=%p)
       %z: tensor<fp32, [3, 2]> = exp(x=%c)""", "%y, %z"), sink_transpose_const_y,
                    "constant 'c' (6 elements) is read elsewhere")
+
+
+def test_sink_transpose_const_x_refuses_a_shared_constant_and_a_use_it_cannot_sink_through() -> None:
+    # c / transpose(x) with c also read by exp: permuting c would store a second 6-element copy
+    assert_refuses(_prog("%x: tensor<fp32, [2, 3]>", f"""{_perm("p", 1, 0)}
+      %c: tensor<fp32, [3, 2]> = const() [val=dense<fp32, [3, 2]>(1.5, 2.0, -3.0, 4.5, 0.75, 6.0)]
+      %t: tensor<fp32, [3, 2]> = transpose(x=%x, perm=%p)
+      %d: tensor<fp32, [3, 2]> = real_div(x=%c, y=%t)
+      %y: tensor<fp32, [2, 3]> = transpose(x=%d, perm=%p)
+      %z: tensor<fp32, [3, 2]> = exp(x=%c)""", "%y, %z"), [sink_transpose_const_x, transpose_pair],
+                   "constant 'c' (6 elements) is read elsewhere")
+    # c - transpose(x) read by a matmul: no transpose to meet, so the transpose stays for matmul's flags
+    assert_refuses(_prog("%x: tensor<fp32, [2, 3]>, %w: tensor<fp32, [2, 4]>", f"""{_perm("p", 1, 0)}
+      %c: tensor<fp32, [3, 1]> = const() [val=dense<fp32, [3, 1]>(0.5, -1.25, 2.0)]
+      %t: tensor<fp32, [3, 2]> = transpose(x=%x, perm=%p)
+      %d: tensor<fp32, [3, 2]> = sub(x=%c, y=%t)
+      %y: tensor<fp32, [3, 4]> = matmul(x=%d, y=%w)""", "%y"), [sink_transpose_const_x, transpose_pair],
+                   "'d' is read by matmul 'y', which a transpose does not sink through")
