@@ -417,6 +417,39 @@ def test_relu6_from_relu_min_refuses_a_max_in_place_of_the_min() -> None:
                    "is computed by relu, not minimum")
 
 
+# A constant that broadcasts x to a larger shape: the fused op keeps x's shape. With x [n, 3] and a
+# [2, 3] constant, the decomposition's result is [2, 3] (n broadcast to 2); leaky_relu(x) / relu6(x)
+# is [n, 3], which for n = 1 is [1, 3]. The engine's type check lets the symbol n stand for the
+# static 2, so these rules fire and change the output's shape (and the function's declared output
+# type from [2, 3] to [n, 3]). Static shapes are refused (the replacement's type differs).
+BROADCASTING_CONSTANT = {
+    "leaky_relu_from_max": (leaky_relu.RULES, """  %a: tensor<fp32, [2, 3]> = const() [val=dense<fp32, [2, 3]>(0.2, 0.2, 0.2, 0.2, 0.2, 0.2)]
+  %n: tensor<fp32, [2, 3]> = mul(x=%x, y=%a)
+  %y: tensor<fp32, [2, 3]> = maximum(x=%x, y=%n)"""),
+    "relu6_from_relu_min": (relu6.RULES, """  %hi: tensor<fp32, [2, 3]> = const() [val=dense<fp32, [2, 3]>(6.0, 6.0, 6.0, 6.0, 6.0, 6.0)]
+  %p: tensor<fp32, [n, 3]> = relu(x=%x)
+  %y: tensor<fp32, [2, 3]> = minimum(x=%p, y=%hi)"""),
+}
+
+
+@pytest.mark.xfail(strict=True, reason="rewrite engine: a symbolic dim of the replacement stands for a static dim "
+                   "of the root (driver.type_mismatch), so a fusion drops a broadcast of x by a constant")
+@pytest.mark.parametrize("name", sorted(BROADCASTING_CONSTANT))
+def test_a_constant_that_broadcasts_a_symbolic_x_is_not_fused(name: str) -> None:
+    rules, body = BROADCASTING_CONSTANT[name]
+    text = f"{HEAD}(%x: tensor<fp32, [n, 3]>) {{\n{body}\n}} -> (%y)"
+    prog = parse_program(text)
+    x = np.array([[-1.5, 2.25, 7.0]], np.float32)  # n = 1: the decomposition broadcasts it to [2, 3]
+    assert run(prog, {"x": x})["y"].shape == (2, 3)
+    assert_refuses(text, rules, "the replacement of 'y' has type")
+
+
+def test_a_constant_that_broadcasts_a_static_x_is_not_fused() -> None:
+    rules, body = BROADCASTING_CONSTANT["leaky_relu_from_max"]
+    static = f"{HEAD}(%x: tensor<fp32, [1, 3]>) {{\n{body}\n}} -> (%y)"
+    assert_refuses(static, rules, "the replacement of 'y' has type")
+
+
 # -- softplus and softsign -----------------------------------------------------------------------
 
 
