@@ -432,8 +432,6 @@ BROADCASTING_CONSTANT = {
 }
 
 
-@pytest.mark.xfail(strict=True, reason="rewrite engine: a symbolic dim of the replacement stands for a static dim "
-                   "of the root (driver.type_mismatch), so a fusion drops a broadcast of x by a constant")
 @pytest.mark.parametrize("name", sorted(BROADCASTING_CONSTANT))
 def test_a_constant_that_broadcasts_a_symbolic_x_is_not_fused(name: str) -> None:
     rules, body = BROADCASTING_CONSTANT[name]

@@ -42,12 +42,14 @@ EXAMPLES = 3
 
 
 def type_mismatch(old: Value, new: Value) -> str | None:
-    """Why ``new`` cannot stand for ``old`` (None when it can): same dtype, rank and static sizes."""
+    """Why ``new`` cannot stand for ``old`` (None when it can): same dtype, rank and static sizes; a
+    size ``old`` knows statically must be known, and equal, in ``new`` (a symbolic size standing for
+    a fixed one would let a rewrite drop a broadcast: ``max(x[n,3], 0.2*c[2,3])`` is ``[2, 3]``)."""
     a, b = old.type, new.type
     if isinstance(a, TensorType) and isinstance(b, TensorType):
         same = a.dtype == b.dtype and (a.shape is None or (
             b.shape is not None and len(a.shape) == len(b.shape)
-            and all(not (is_static_dim(x) and is_static_dim(y)) or int(x) == int(y) for x, y in zip(a.shape, b.shape))))
+            and all(not is_static_dim(x) or (is_static_dim(y) and int(x) == int(y)) for x, y in zip(a.shape, b.shape))))
     else:
         same = types_compatible(a, b) and types_compatible(b, a)
     return None if same else f"the replacement of '{old.name}' has type {_t(b)}, not {_t(a)}"
