@@ -54,6 +54,7 @@ class _Liveness:
         self.ops: set[Op] = set()
         self.loop_vars: set[tuple[Op, int]] = set()
         self.control: list[Op] = []  # live cond/while_loop ops, in marking order
+        self._checked = 0  # how many of them `keep_one_part` has looked at
         self._work: list[Value | Op | tuple[Op, int]] = []
 
     def value(self, v: Value) -> None:
@@ -121,10 +122,13 @@ class _Liveness:
             self.op(enclosing)  # an op with effects nested in a block makes its holder run
 
     def keep_one_part(self) -> bool:
-        """Give each live control-flow op with no live variable/output its first one (see the
-        module docstring); True if anything new was marked."""
+        """Give each live control-flow op not yet looked at that has no live variable/output its
+        first one (see the module docstring); True if anything new was marked. Each op is looked
+        at once, after the marks have settled: later marks only add parts."""
         marked = False
-        for op in self.control:
+        while self._checked < len(self.control):
+            op = self.control[self._checked]
+            self._checked += 1
             if op.type == _LOOP:
                 n = len(op.blocks[1].inputs)
                 if n and not any((op, i) in self.loop_vars for i in range(n)):
@@ -145,7 +149,7 @@ def _mark(program: Program) -> _Liveness:
         if _has_effects(op):
             live.op(op)
     live.propagate()
-    while live.keep_one_part():  # rarely runs; at most once per live control-flow op in all
+    while live.keep_one_part():  # each live control-flow op is looked at once in all
         live.propagate()
     return live
 
