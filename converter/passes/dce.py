@@ -18,8 +18,11 @@ A live ``cond``/``while_loop`` keeps at least one output / loop variable (its fi
 is live (it holds an op with effects): MIL has no empty ``loop_vars``.
 
 Linear: each value, op and loop variable is marked at most once (a worklist, no recursion); the
-sweep visits each block once, removing dead ops in O(1) each (reverse order, so an op's users
-are gone before it), then shrinks the live control-flow ops' signatures in O(their arity).
+sweep visits each block once (recursing only as deep as blocks nest), removing dead ops in O(1)
+each (reverse order, so an op's users are gone before it) and shrinking the live control-flow
+ops' signatures in O(their arity). Uses held by ops no longer in the program (a removal
+elsewhere that did not release them; the verifier refuses such programs) are released, not
+taken for uses.
 """
 
 from __future__ import annotations
@@ -169,6 +172,8 @@ def _sweep_block(block: Block, live: _Liveness, counts: dict[str, int]) -> None:
     for op in reversed(block.ops):
         if op not in live.ops:
             counts["removed"] += sum(1 for _ in op.walk())
+            for v in op.outputs:
+                _release_stale_uses(v)
             block.remove_op(op)
             continue
         kind = _kind(op)
@@ -184,9 +189,18 @@ def _sweep_block(block: Block, live: _Liveness, counts: dict[str, int]) -> None:
             _drop_signature(op, kind, set(keep))
 
 
+def _release_stale_uses(v: Value) -> None:
+    """Drop the uses of ``v`` held by ops that are no longer in a block (O(uses); a dead value
+    normally has none left when this runs)."""
+    for u in [u for u in v.uses if isinstance(u.user, Op) and u.user.block is None]:
+        v.uses.discard(u)
+
+
 def _keep_only(values: list[Value], keep: set[int]) -> list[Value]:
     """``values`` at the positions ``keep``, renumbered; the others must be unused by now."""
     for i, v in enumerate(values):
+        if i not in keep:
+            _release_stale_uses(v)
         if i not in keep and v.uses:
             raise AssertionError(f"dead value '{v.name}' is still used")
     kept = [v for i, v in enumerate(values) if i in keep]

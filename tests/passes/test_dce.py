@@ -477,3 +477,20 @@ def test_gru_loses_its_dead_loop_carried_casts_and_still_matches_torch(recwarn: 
     for out_name, ref in zip(record["outputs"], refs):
         err = max_abs_error(np.asarray(got[out_name]).reshape(ref.shape), ref)
         assert err <= 1e-4 * max(1.0, float(np.max(np.abs(ref)))), f"{out_name}: {err:.3g} from torch"
+
+
+def test_uses_held_by_ops_removed_elsewhere_do_not_keep_a_value_alive() -> None:
+    """A pass that detaches an op without releasing its uses leaves them in its inputs' use-lists
+    (the verifier refuses that; this is about robustness without it): dead_code releases them
+    instead of failing, and removes the producer they kept "used"."""
+    def body(b: Any, x: Any) -> list[Any]:
+        e = b.exp(x=x, name="e")
+        b.sin(x=e, name="gone")
+        return [b.relu(x=x, name="r")]
+
+    prog = new_program({"x": tensor("fp32", [2])}, body)
+    block = prog.main.block
+    block.ops = [op for op in block.ops if op.name != "gone"]  # detached, its use of e kept
+    assert DeadCodeElimination().run(prog).stats == {"removed": 1}
+    verify(prog)
+    assert [op.name for op in block.ops] == ["r"]
