@@ -1,8 +1,8 @@
 """Dead code elimination: remove what no output and no side effect needs, nested blocks included.
 
 Liveness is marked from the roots (function outputs; ops with effects: every op without the
-``pure`` trait except ``cond``/``while_loop``, whose liveness is that of their parts) backwards,
-so besides unused pure ops it removes
+``pure`` trait except ``cond``, whose liveness is that of its parts; and every ``while_loop``,
+see below) backwards, so besides unused pure ops it removes
 
 - dead loop-carried variables of a ``while_loop``: variable ``i`` is live only if its final
   output is used, or a live op of the cond or body block reads it (the cond's result is live
@@ -10,12 +10,14 @@ so besides unused pure ops it removes
   variable goes with its initial value's use, its cond and body block inputs, its body result
   and the ops only that result needed;
 - unused outputs of a ``cond`` (dropped from both branches' results, with what only they needed);
-- a ``cond`` or ``while_loop`` none of whose outputs is used and which holds no op with effects.
-  A dead loop is removed even if it would not terminate (its results cannot be observed), as
-  for any pure op.
+- a ``cond`` none of whose outputs is used and which holds no op with effects.
 
-A live ``cond``/``while_loop`` keeps at least one output / loop variable (its first) when none
-is live (it holds an op with effects): MIL has no empty ``loop_vars``.
+A ``while_loop`` is never removed whole, even when none of its outputs is used: whether and when
+it ends is observable (a model's endless loop must still hit the interpreter's iteration bound
+rather than vanish), so it keeps the variables its condition reads and what they need. A live
+``cond``/``while_loop`` keeps at least one output / loop variable (its first) when none is live
+(a loop whose condition reads no variable, a cond holding an op with effects): MIL has no empty
+``loop_vars``.
 
 Linear: each value, op and loop variable is marked at most once (a worklist, no recursion); the
 sweep visits each block once (recursing only as deep as blocks nest), removing dead ops in O(1)
@@ -43,9 +45,13 @@ def _kind(op: Op) -> str | None:
 
 
 def _has_effects(op: Op) -> bool:
-    """An op that must run even if its outputs are unused (unknown ops included)."""
-    if _kind(op) is not None:
-        return False  # live through their outputs or through the effects of the ops they hold
+    """An op that must run even if its outputs are unused (unknown ops included; every loop: its
+    termination is observable)."""
+    kind = _kind(op)
+    if kind == _LOOP:
+        return True
+    if kind == _COND:
+        return False  # live through its outputs or through the effects of the ops it holds
     return op.opdef is None or "pure" not in op.opdef.traits
 
 
