@@ -83,6 +83,7 @@ class _Verifier:
                 self.fail(f"block input '{v.name}' is not linked to its block", function=fn_name)
             if v in scope:
                 self.fail(f"value '{v.name}' defined twice", function=fn_name)
+            self.verify_users(v, fn_name)
             scope.add(v)
             defined.append(v)
         for op in block.ops:
@@ -107,6 +108,7 @@ class _Verifier:
                     self.fail(f"output '{v.name}' is not linked to its op", op)
                 if v in scope:
                     self.fail(f"value '{v.name}' defined twice", op)
+                self.verify_users(v, fn_name)
                 for u in v.uses:
                     if isinstance(u.user, Op):
                         arg = u.user.inputs.get(u.key)
@@ -120,6 +122,13 @@ class _Verifier:
                 self.fail(f"block output '{v.name}' is not visible in the block", function=fn_name)
             if Use(block, "", i) not in v.uses:
                 self.fail(f"use-list of '{v.name}' misses its use as block output {i}", function=fn_name)
+
+    def verify_users(self, v: Value, fn_name: str) -> None:
+        """No use of ``v`` is held by an op that is no longer in the program (a removal that did not
+        release its uses: dead code elimination would see ``v`` as used)."""
+        for u in v.uses:
+            if isinstance(u.user, Op) and u.user.block is None:
+                self.fail(f"'{v.name}' is still used by op '{u.user.name}', which was removed", function=fn_name)
 
     def verify_types(self, op: Op) -> None:
         fn = op.function

@@ -103,10 +103,11 @@ class Edits:
         else:
             op.drop_all_inputs()
         for b in op.blocks:
-            for inner in b.walk():
+            inner_ops = list(b.walk())
+            b.drop_all()  # first: it walks the block's op list, which skips detached ops
+            for inner in inner_ops:
                 self.removed.add(inner)
                 inner.block = None
-            b.drop_all()
         self.removed.add(op)
         op.block = None
 

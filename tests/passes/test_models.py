@@ -1,14 +1,22 @@
-"""The default pipeline on every shared model that runs (the NeuralNetwork models that load and the
-ML programs): the verifier passes after each pass, the optimized program computes bit-identical
-outputs to the program as loaded when only exact rules fired (within float rounding when a fusion
-marked ``exact=False`` did: `rounding_bound`), the
-torch-derived models still match torch's own outputs (the oracle; tolerances as in
-tests/nn_models/test_torch.py and tests/mil/test_shared_models.py), and coremltools' MIL loader
-(which re-runs its type inference on every op) reads the optimized program once written.
+"""The default pipeline, and every pass of `PASSES` alone, on every shared model that runs (the
+NeuralNetwork models that load and the ML programs): the verifier passes after each pass, the
+optimized program computes bit-identical outputs to the program as loaded when only exact rules
+fired (within float rounding when a fusion marked ``exact=False`` did: `rounding_bound`).
+
+For the default pipeline also: the torch-derived models still match torch's own outputs (the
+oracle; tolerances as in tests/nn_models/test_torch.py and tests/mil/test_shared_models.py), and
+coremltools' MIL loader (which re-runs its type inference on every op) reads the optimized
+program once written.
+
+Each pass alone (run as ``--passes NAME`` runs it: to a fixed point): the cases are every (model,
+pass) pair, made at collection time from `PASSES`, so a pass registered later is covered without
+touching this file. The pairs on the few models the interpreter takes seconds to run (`HEAVY`)
+are in the slow tier, the rest in the default tier: together the full product.
 """
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
@@ -18,7 +26,7 @@ import pytest
 import converter
 from converter.ir.clone import clone_program
 from converter.ir.core import Program
-from converter.passes.pipelines import all_rules
+from converter.passes.pipelines import PASSES, all_rules
 
 from ..mil.helpers import MLPROGRAM_PACKAGES, CoremltoolsLoader, torch_conversions
 from ..mil.helpers import random_feeds as mil_random_feeds
@@ -100,3 +108,46 @@ def test_default_pipeline_keeps_outputs(path: Path, tmp_path: Path, ct_loader: C
             assert err <= tol * max(1.0, float(np.max(np.abs(r)))), f"{out_name}: {err:.3g} from torch"
     assert stats.passes[-1].ops_after <= stats.passes[0].ops_before
     ct_loader.load(converter.save(optimized, tmp_path / "optimized.mlpackage"))
+
+
+# The models whose interpreter runs take seconds (measured with --durations on the shared 2-core
+# machine: each pass alone costs one run of the model, and these take 1.5-13 s each; every other
+# model takes well under 0.5 s). Their (model, pass) pairs are the slow tier.
+HEAVY = {"real/9de70cc9_DeepLabV3Int8LUT.mlmodel", "real/799a4a00_model_cpm.mlmodel",
+         "real/9f7cf8e5_model_hourglass.mlmodel", "real/8dbda0d2_SqueezeNetInt8LUT.mlmodel",
+         "real/7485461f_SqueezeNetFP16.mlmodel"}
+
+
+def _pass_cases() -> list[Any]:
+    """Every (model, pass) pair, model by model (consecutive cases share the model's reference run)."""
+    cases = []
+    for path in MODELS:
+        marks = [pytest.mark.slow] if model_id(path) in HEAVY else []
+        cases += [pytest.param(path, name, marks=marks, id=f"{model_id(path)}-{name}") for name in PASSES]
+    return cases
+
+
+@lru_cache(maxsize=1)
+def _loaded(path: Path) -> tuple[Program, dict[str, Any], dict[str, Any]]:
+    """(the program as loaded, its feeds, its outputs): once per model, each test works on a clone."""
+    prog = converter.load(path)
+    feeds = _feeds(path, prog)
+    return prog, feeds, converter.run(prog, feeds)
+
+
+def test_heavy_models_are_shared_models() -> None:
+    assert HEAVY <= {model_id(p) for p in MODELS}
+
+
+@pytest.mark.parametrize(("path", "pass_name"), _pass_cases())
+def test_each_pass_alone_keeps_outputs(path: Path, pass_name: str) -> None:
+    loaded, feeds, want = _loaded(path)
+    prog, _ = clone_program(loaded)
+    stats = converter.optimize(prog, pass_name, verify=True)  # the verifier before and after each run
+    got = converter.run(prog, feeds)
+    assert list(got) == list(want)
+    inexact = sorted(n for n in stats.rewrites() if not RULES[n].exact)
+    for name in want:
+        bound = rounding_bound(want[name]) if inexact else 0.0
+        assert max_abs_error(got[name], want[name]) <= bound, f"output {name} changed ({stats.rewrites()})"
+    assert stats.passes[-1].ops_after <= stats.passes[0].ops_before

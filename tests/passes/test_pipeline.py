@@ -81,7 +81,7 @@ class _Breaker(Pass):
 
 
 def test_verify_each_names_the_pass_that_broke_the_program() -> None:
-    with pytest.raises(PassError, match="invalid after pass breaker: input 'x' uses value 'r0'"):
+    with pytest.raises(PassError, match="invalid after pass breaker: .*'r0'"):
         PassManager([resolve("cse")[0], _Breaker()], verify_each=True).run(_redundant())
     PassManager([_Breaker()]).run(_redundant())  # without verify_each, no verifier runs
 
