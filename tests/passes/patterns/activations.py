@@ -174,16 +174,38 @@ def _layer_norm(b: Builder, x: Value, draw) -> Value | None:
     return n
 
 
+def _instance_layouts(shape: list[int]) -> list[list[int]]:
+    """The [1, C, W] and [1, C, H, W] views of ``shape``'s elements with C >= 2 channels (so
+    gamma/beta are per channel, not a scalar the layer_norm rules take) and >= 2 elements per
+    channel, whose non-unit sizes differ from ``shape``'s: a reshape that only inserts unit axes
+    is scaffolding, which remove_scaffolding sinks the whole normalization below (to a rank-2
+    layer_norm with per-row gamma that no instance_norm rule can take)."""
+    n = int(np.prod(shape))
+    own = [d for d in shape if d != 1]
+    out = []
+    for c in range(2, n // 2 + 1):
+        if n % c:
+            continue
+        w = n // c
+        out.append([1, c, w])
+        out.extend([1, c, h, w // h] for h in range(2, w // 2 + 1) if w % h == 0)
+    return [s for s in out if [d for d in s if d != 1] != own]
+
+
 def _instance_norm(b: Builder, x: Value, draw) -> Value | None:
     shape = static_shape(x)
-    if not shape:
+    layouts = _instance_layouts(shape) if shape else []
+    if not layouts:
         return None
-    c = shape[0] if len(shape) == 2 else 1
-    z = b.reshape(x=b.tanh(x=x), shape=np.asarray([1, c, 1, -1], np.int32))
-    n = _normalize(b, z, [2, 3], draw)
-    n = _mul(b, n, np.linspace(0.6, 1.9, c, dtype=np.float32).reshape(c, 1, 1), draw(st.booleans()))
+    layout = draw(st.sampled_from(layouts))
+    c = layout[1]
+    z = b.reshape(x=b.tanh(x=x), shape=np.asarray(layout, np.int32))
+    n = _normalize(b, z, list(range(2, len(layout))), draw)
+    one = [1] * (len(layout) - 2)
     if draw(st.booleans()):
-        n = b.add(x=n, y=np.linspace(-0.5, 0.25, c, dtype=np.float32).reshape(1, c, 1, 1))
+        n = _mul(b, n, np.linspace(0.6, 1.9, c, dtype=np.float32).reshape(c, *one), draw(st.booleans()))
+    if draw(st.booleans()):
+        n = b.add(x=n, y=np.linspace(-0.5, 0.25, c, dtype=np.float32).reshape(1, c, *one))
     return b.reshape(x=n, shape=np.asarray(shape, np.int32))
 
 

@@ -93,7 +93,13 @@ def conv_scale_bias(b: Builder, x: Value, draw) -> Value | None:
     y = _conv(b, _nchw(b, x, c, n), c, g, rng, draw, bias=draw(st.booleans()))
     y = b.mul(x=b.const(rng.uniform(0.5, 2.0, (c, 1, 1)).astype(np.float32)), y=y)
     shift = b.const(rng.normal(0, 1, (1, c, 1, 1)).astype(np.float32))
-    y = b.sub(x=y, y=shift) if draw(st.booleans()) else b.add(x=shift, y=y)
+    form = draw(st.sampled_from(["conv - c", "c + conv", "c - conv"]))
+    if form == "conv - c":
+        y = b.sub(x=y, y=shift)
+    elif form == "c + conv":
+        y = b.add(x=shift, y=y)
+    else:
+        y = b.sub(x=shift, y=y)
     return _back(b, y, x)
 
 
@@ -157,7 +163,7 @@ def requantize(b: Builder, x: Value, draw) -> Value | None:
 SPRINKLES = [
     Sprinkle("conv + batch_norm", conv_batchnorm, fires="fuse_conv_batchnorm", **INEXACT),
     Sprinkle("conv_transpose + batch_norm", conv_transpose_batchnorm, fires="fuse_conv_batchnorm", **INEXACT),
-    Sprinkle("conv * scale + bias", conv_scale_bias, fires="fuse_conv_scale", **INEXACT),
+    Sprinkle("conv * scale +/- bias", conv_scale_bias, fires="fuse_conv_scale", **INEXACT),
     Sprinkle("matmul + add", matmul_add, fires="fuse_matmul_add_linear", **INEXACT),
     Sprinkle("transpose into matmul", transpose_matmul, fires="fold_transpose_into_matmul_x"),
     Sprinkle("pad + conv", _pad_window("conv"), fires="fuse_pad_conv"),
