@@ -1,0 +1,157 @@
+"""Python side of the real-browser WebNN harness (issue 9, point 3): starts tests/webnn/browser/driver.mjs
+(Chromium 153 from npm, driven by puppeteer-core) and sends it one JSON line per request.
+
+One client is one browser; tests/webnn/conftest.py keeps one per pytest session (per xdist worker)."""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import select
+import shutil
+import signal
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parents[2]
+DRIVER = Path(__file__).resolve().parent / "browser" / "driver.mjs"
+NPM_PACKAGES = ("@sparticuz/chromium", "puppeteer-core")
+START_TIMEOUT_S = 90.0
+REQUEST_SLACK_S = 15.0  # beyond the request's own in-browser timeout, for the driver to answer it
+
+# WebNN data types -> numpy dtypes (feeds are sent, outputs received, as raw little-endian bytes).
+DTYPES = {
+    "float32": np.float32, "float16": np.float16, "int32": np.int32, "uint32": np.uint32,
+    "int64": np.int64, "uint64": np.uint64, "int8": np.int8, "uint8": np.uint8,
+}
+
+
+class BrowserError(RuntimeError):
+    """The page, the module or WebNN reported an error (the driver's message), or the driver failed."""
+
+
+def missing_requirements() -> str | None:
+    """Why the browser cannot start here (no node, or `npm ci` not run), or None."""
+    if shutil.which("node") is None:
+        return "node is not installed"
+    for package in NPM_PACKAGES:
+        if not (REPO / "node_modules" / package / "package.json").is_file():
+            return f"npm package {package} is not installed (run `npm ci` in the repository)"
+    return None
+
+
+@dataclass
+class RunResult:
+    outputs: dict[str, np.ndarray]
+    fetch_ms: float
+    build_ms: float
+    run_ms: list[float]
+    page_ms: float
+    console: list[str] = field(default_factory=list)
+
+
+class WebnnBrowser:
+    """A running driver and its browser. Use as a context manager, or call close()."""
+
+    def __init__(self, webnn: bool = True) -> None:
+        argv = ["node", str(DRIVER)] + ([] if webnn else ["--no-webnn"])
+        started = time.perf_counter()
+        # Own process group: Ctrl-C in the terminal reaches pytest, which then closes us in order.
+        self._proc = subprocess.Popen(argv, cwd=REPO, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL, text=True, bufsize=1, start_new_session=True)
+        self._next_id = 0
+        self.browser_pid: int | None = None
+        try:
+            ready = self._read_line(START_TIMEOUT_S, "starting the browser")
+        except BaseException:
+            self.close()
+            raise
+        if not ready.get("ready"):
+            self.close()
+            raise BrowserError(ready.get("error", f"the driver did not start: {ready}"))
+        self.browser_pid = ready.get("browser_pid")
+        self.version: str = ready.get("browser_version", "")
+        self.startup_s = time.perf_counter() - started
+
+    def __enter__(self) -> WebnnBrowser:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _read_line(self, timeout_s: float, what: str) -> dict:
+        assert self._proc.stdout is not None
+        ready, _, _ = select.select([self._proc.stdout], [], [], timeout_s)
+        if not ready:
+            self.close()
+            raise BrowserError(f"{what}: no answer from the browser driver within {timeout_s:.0f} s")
+        line = self._proc.stdout.readline()
+        if not line:
+            code = self._proc.poll()
+            self.close()
+            raise BrowserError(f"{what}: the browser driver exited (code {code})")
+        return json.loads(line)
+
+    def run(self, page: Path, feeds: dict[str, np.ndarray], module: str = "model.js", runs: int = 1,
+            via: str = "build", timeout_s: float = 60.0) -> RunResult:
+        """Import `module` from the folder `page` in a fresh tab, build its graph, run it `runs` times
+        on `feeds` and return its outputs (reshaped to the module's declared output shapes)."""
+        if self._proc.poll() is not None:
+            raise BrowserError("the browser driver is not running")
+        self._next_id += 1
+        request = {
+            "id": self._next_id, "page": str(Path(page).resolve()), "module": module, "runs": runs, "via": via,
+            "timeout_ms": int(timeout_s * 1000),
+            "feeds": {name: base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
+                      for name, value in feeds.items()},
+        }
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(request) + "\n")
+        self._proc.stdin.flush()
+        answer = self._read_line(timeout_s + REQUEST_SLACK_S, f"running {page}/{module}")
+        if answer.get("id") != self._next_id:
+            raise BrowserError(f"answer out of order: {answer}")
+        if not answer.get("ok"):
+            console = "; ".join(answer.get("console", []))
+            raise BrowserError(answer.get("error", "unknown error") + (f" [console: {console}]" if console else ""))
+        outputs = {}
+        for name, out in answer["outputs"].items():
+            array = np.frombuffer(base64.b64decode(out["data"]), dtype=DTYPES[out["dataType"]])
+            outputs[name] = array.reshape(out["shape"])
+        return RunResult(outputs, answer["fetch_ms"], answer["build_ms"], answer["run_ms"], answer["page_ms"],
+                         answer.get("console", []))
+
+    def close(self) -> None:
+        """Ask the driver to quit, then make sure neither it nor the browser is left running."""
+        proc = self._proc
+        if proc.poll() is None:
+            try:
+                assert proc.stdin is not None
+                proc.stdin.write(json.dumps({"cmd": "quit"}) + "\n")
+                proc.stdin.close()
+            except (BrokenPipeError, OSError, ValueError):
+                pass
+            try:
+                proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                _kill_group(proc.pid)
+                proc.wait(timeout=10)
+        # Puppeteer starts the browser in its own process group (pid = group id): end it if it outlived
+        # the driver (for instance when the driver was killed).
+        if self.browser_pid:
+            _kill_group(self.browser_pid)
+        for stream in (proc.stdin, proc.stdout):
+            if stream is not None and not stream.closed:
+                stream.close()
+
+
+def _kill_group(pgid: int) -> None:
+    try:
+        os.killpg(pgid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
