@@ -11,9 +11,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import converter
-from converter.ir.builder import Builder
 from converter.ir.clone import clone_program
-from converter.ir.core import Block, Op, Program, Value
+from converter.ir.core import Program
 from converter.ir.interpreter import run
 from converter.ir.types import TensorType
 from converter.ir.verify import verify
@@ -21,28 +20,9 @@ from converter.passes.pipelines import PASSES, all_rules
 
 from ..ir.test_random_programs import programs
 from .patterns import Sprinkle, all_sprinkles
+from .test_random_programs import builder_after, redirect_uses
 
 SPRINKLES = all_sprinkles()
-
-
-def _builder_after(op: Op) -> Builder:
-    block: Block = op.block
-    ops = list(block.ops)
-    i = next(i for i, o in enumerate(ops) if o is op)
-    return Builder(block, insert_before=ops[i + 1] if i + 1 < len(ops) else None)
-
-
-def _redirect(x: Value, y: Value, new_ops: set[Op], mask: int) -> None:
-    """Make the uses of ``x`` that ``mask`` selects read ``y`` (never the sprinkle's own ops)."""
-    for i, use in enumerate(list(x.uses)):
-        user = use.user
-        if not isinstance(user, Op) or user in new_ops or not mask >> (i % 8) & 1:
-            continue
-        arg = user.inputs[use.key]
-        if isinstance(arg, tuple):
-            user.set_input(use.key, tuple(y if j == use.index else a for j, a in enumerate(arg)))
-        else:
-            user.set_input(use.key, y)
 
 
 @st.composite
@@ -56,14 +36,14 @@ def with_fusion_patterns(draw) -> tuple[Program, dict, list[Sprinkle]]:
     for op in draw(st.lists(st.sampled_from(ops), min_size=1, max_size=4)):
         x = op.outputs[0]
         sprinkle = draw(st.sampled_from(SPRINKLES))
-        b = _builder_after(op)
+        b = builder_after(op)
         before = set(b.block.ops)
         y = sprinkle.make(b, x, draw)
         if y is None:
             continue
         assert y.type == x.type, f"{sprinkle.name}: {y.type} for {x.type}"
         new_ops = {inner for op in set(b.block.ops) - before for inner in op.walk()}  # nested blocks too
-        _redirect(x, y, new_ops, draw(st.integers(1, 255)))
+        redirect_uses(x, y, new_ops, draw(st.integers(1, 255)))
         used.append(sprinkle)
     verify(prog)
     return prog, feeds, used

@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 import converter
 from converter.ir.builder import Builder
 from converter.ir.clone import clone_program
-from converter.ir.core import Block, Op, Program, Value
+from converter.ir.core import Op, Program, Value
 from converter.ir.interpreter import run
 from converter.ir.types import TensorType, is_static_shape
 from converter.ir.verify import verify
@@ -49,22 +49,18 @@ _NOOPS: list[tuple[Callable[[Builder, Value, bool], Value], bool]] = [
     (_add_zero, False), (_mul_one, False), (_reshape, True), (_reshape_chain, True)]  # (make, needs a static shape)
 
 
-def _next_op(block: Block, op: Op) -> Op | None:
-    ops = list(block.ops)
-    i = next(i for i, o in enumerate(ops) if o is op)
-    return ops[i + 1] if i + 1 < len(ops) else None
-
-
-def _builder_after(op: Op) -> Builder:
+def builder_after(op: Op) -> Builder:
+    """A builder inserting right after ``op``, in its block."""
     assert op.block is not None
-    return Builder(op.block, insert_before=_next_op(op.block, op))
+    return Builder(op.block, insert_before=op.next_op)
 
 
-def _redirect(v: Value, new: Value, keep: Op, mask: int) -> None:
-    """Make the uses of ``v`` that ``mask`` selects (use i: bit i % 8) read ``new`` (never ``keep``'s)."""
+def redirect_uses(v: Value, new: Value, skip: set[Op], mask: int) -> None:
+    """Make the uses of ``v`` that ``mask`` selects (use i: bit i % 8) read ``new``, except uses by
+    the ops of ``skip`` (those that compute ``new`` from ``v``)."""
     for i, use in enumerate(list(v.uses)):
         user = use.user
-        if not isinstance(user, Op) or user is keep or not mask >> (i % 8) & 1:
+        if not isinstance(user, Op) or user in skip or not mask >> (i % 8) & 1:
             continue
         arg = user.inputs[use.key]
         if isinstance(arg, tuple):
@@ -83,14 +79,14 @@ def with_patterns(draw) -> tuple[Program, dict]:
         x = op.outputs[0]
         noops = [make for make, static in _NOOPS if not static or (is_static_shape(x.type.shape) and x.type.shape)]
         make = draw(st.sampled_from(noops))
-        y = make(_builder_after(op), x, draw(st.booleans()))
+        y = make(builder_after(op), x, draw(st.booleans()))
         inner = _first_reader(y, x)
-        _redirect(x, y, inner, draw(st.integers(0, 255)))
+        redirect_uses(x, y, {inner}, draw(st.integers(0, 255)))
     pure = [op for op in ops if op.type in ("add", "sub", "mul", "maximum", "minimum", "real_div")]
     for op in draw(st.lists(st.sampled_from(pure), max_size=3)) if pure else []:
-        b = _builder_after(op)
+        b = builder_after(op)
         twin = b.add_op(op.type, dict(op.inputs)).outputs[0]
-        _redirect(op.outputs[0], twin, twin.producer, draw(st.integers(0, 255)))
+        redirect_uses(op.outputs[0], twin, {twin.producer}, draw(st.integers(0, 255)))
     verify(prog)
     return prog, feeds
 
