@@ -19,7 +19,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from .destination import resolve_model_destination
+from .destination import output_format, resolve_model_destination
 from .errors import UnsupportedError
 from .formats.model_file import read_model_file
 from .ir.core import Program
@@ -66,7 +66,7 @@ def _sources(program: Program) -> list[str]:
 
 
 def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None,
-         durable: bool = False, overwrite: bool = False) -> Path:
+         durable: bool = False, overwrite: bool = False, **webnn_options: Any) -> Path:
     """Write ``program``; returns the path written. ``to``: "mil" (default): ``NAME.mlpackage`` is a
     package, ``NAME.mlmodel`` a single file (every value immediate); an existing folder means "into
     it", named after the model the program was loaded from; other extensions are refused.
@@ -76,8 +76,20 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
     Core ML model file or a package holding nothing but its own items; the model the program was
     loaded from is never written, nor anything inside it. Writing is atomic; ``durable=True`` also
     fsyncs before publishing (power-loss safety). The program is written as it is: no pass
-    pipeline runs (see `optimize`, `convert`)."""
+    pipeline runs (see `optimize`, `convert`).
+
+    ``to="webnn"``: a folder (model.js, model.bin, model.d.ts, index.html; see
+    converter/backends/webnn), with options ``layout`` ("nchw" | "nhwc"), ``precision`` ("fp32" |
+    "fp16") and ``input_shapes`` ({input name: sizes}) for flexible inputs."""
     dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
+    if output_format(to) == "webnn":
+        from .backends.webnn import write_webnn
+
+        sources = _sources(program)
+        return write_webnn(program, dest.path, overwrite=overwrite, source=sources[0] if sources else None,
+                           **webnn_options)
+    if webnn_options:
+        raise UnsupportedError(f"options {', '.join(sorted(webnn_options))} are for --to webnn only")
     from .backends.mil import save_mlprogram
 
     return save_mlprogram(program, dest.path, target=target, durable=durable, single_file=dest.single_file,
@@ -86,12 +98,17 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
 def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
             target: str | None = None, overwrite: bool = False,
-            passes: str | Sequence[Pass] | None = "default") -> Program:
+            passes: str | Sequence[Pass] | None = "default", **webnn_options: Any) -> Program:
     """Load ``src`` (a path or a Program), optimize it with ``passes`` (a pipeline name, "a,b,c",
     or pass objects; "none" to skip), and write it as ``to`` at ``out`` when given (where and whether
     as for `save`; a destination that is refused is refused before ``src`` is read). Returns the
-    converted program; a Program given as ``src`` is not modified (a copy is optimized)."""
+    converted program; a Program given as ``src`` is not modified (a copy is optimized).
+    ``passes="default"`` is the target's own pipeline (``webnn`` for ``to="webnn"``);
+    ``webnn_options``: see `save`."""
     from .passes.pipelines import resolve
+
+    if passes == "default" and output_format(to) == "webnn":
+        passes = "webnn"
 
     pipeline = resolve(passes)  # an unknown pass name is an error before anything is read
     if out is not None and not isinstance(src, Program):
@@ -104,7 +121,7 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
         prog = load(src)
     optimize(prog, pipeline)
     if out is not None:
-        save(prog, out, target=target, to=to, overwrite=overwrite)
+        save(prog, out, target=target, to=to, overwrite=overwrite, **webnn_options)
     return prog
 
 

@@ -65,7 +65,9 @@ def output_format(to: str | None) -> str:
     fmt = (to or "mil").lower() if isinstance(to, (str, type(None))) else None
     if fmt in ("mil", "mlprogram", "mlpackage"):
         return "mil"
-    raise UnsupportedError(f"unknown output format '{to}' (supported: mil)")
+    if fmt == "webnn":
+        return "webnn"
+    raise UnsupportedError(f"unknown output format '{to}' (supported: mil, webnn)")
 
 
 def _identity(path: str | os.PathLike) -> tuple[int, int] | None:
@@ -150,6 +152,8 @@ def resolve_model_destination(
     fmt = output_format(to)
     protected = sources if isinstance(sources, Sources) else Sources(sources)
     out = Path(out)
+    if fmt == "webnn":
+        return _webnn_destination(out, protected, overwrite)
     extensions = _EXTENSIONS[fmt]
     if into_folder and _is_plain_folder(out):
         if not protected.paths:
@@ -174,6 +178,33 @@ def resolve_model_destination(
             raise DestinationError(f"already exists and is not replaced, even with --overwrite: {why}",
                                    file=str(out))
     return ModelDestination(out, single_file, exists)
+
+
+#: The files a WebNN output folder holds (all of them written by the WebNN backend).
+WEBNN_FILES = ("model.js", "model.bin", "model.d.ts", "index.html")
+
+
+def _webnn_destination(out: Path, protected: Sources, overwrite: bool) -> ModelDestination:
+    """A WebNN model is a folder of `WEBNN_FILES`: a new one, an existing empty one, or (with
+    ``overwrite``) one holding nothing but those files."""
+    protected.check(out)
+    if not os.path.lexists(out):
+        return ModelDestination(out, False, False)
+    if out.is_symlink() or not out.is_dir():
+        raise DestinationError("exists and is not a folder; --to webnn writes a folder (model.js, model.bin, ...)",
+                               file=str(out))
+    present = sorted(p.name for p in out.iterdir() if p.name not in _SYSTEM_FILES)
+    if not present:
+        return ModelDestination(out, False, False)
+    if not overwrite:
+        raise DestinationError(f"already exists and is not empty; {_ASK}", file=str(out))
+    extra = [name for name in present if name not in WEBNN_FILES or not (out / name).is_file()]
+    if extra:
+        more = f" and {len(extra) - 3} more" if len(extra) > 3 else ""
+        raise DestinationError("already exists and is not replaced, even with --overwrite: it holds files a WebNN "
+                               f"conversion does not write ({', '.join(extra[:3])}{more}); move them out first",
+                               file=str(out))
+    return ModelDestination(out, False, True)
 
 
 def _not_replaceable_model(path: Path, single_file: bool) -> str | None:

@@ -55,7 +55,9 @@ def default_pipeline() -> list[Pass]:
 
 
 def webnn_pipeline() -> list[Pass]:
-    return generic_pipeline() + [FuseGlobalPool()]
+    """For WebNN output: fusions to ops WebNN has (gelu, layerNormalization, instanceNormalization,
+    leakyRelu, prelu, clamp, softplus, softsign) and global pooling as a reduction."""
+    return [*generic_pipeline(), FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
 
 
 def neuralnetwork_pipeline() -> list[Pass]:

@@ -15,6 +15,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -33,6 +34,14 @@ DTYPES = {
 
 class BrowserError(RuntimeError):
     """The page, the module or WebNN reported an error (the driver's message), or the driver failed."""
+
+
+def module_features(folder: Path, which: str = "inputs") -> Any:
+    """The ``inputs``, ``outputs`` or ``labels`` export of a generated model.js (written as JSON there)."""
+    text = (Path(folder) / "model.js").read_text(encoding="utf-8")
+    start = text.index(f"export const {which} = ") + len(f"export const {which} = ")
+    end = text.index(";\n", start)
+    return json.loads(text[start:end])
 
 
 def missing_requirements() -> str | None:

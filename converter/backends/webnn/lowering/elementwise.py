@@ -1,0 +1,200 @@
+"""Elementwise unary and binary math, comparisons, logic, cast and select."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ....ir.core import Op
+from ..emitter import GraphEmitter, LoweringError, Operand
+from ._common import broadcast_shape, cast, common_layout, float_scalar, out
+from .registry import lowering, unsupported
+
+# IR op -> WebNN method taking one operand
+_UNARY = {"abs": "abs", "ceil": "ceil", "cos": "cos", "erf": "erf", "exp": "exp", "floor": "floor",
+          "round": "roundEven", "sign": "sign", "sin": "sin", "sqrt": "sqrt", "tan": "tan", "tanh": "tanh",
+          "relu": "relu", "sigmoid": "sigmoid", "softsign": "softsign", "identity": "identity"}
+
+
+def unary(e: GraphEmitter, op: Op, method: str, x_key: str = "x", **options: object) -> Operand:
+    x = e.any(op.inputs[x_key])
+    result = e.emit(method, x, shape=x.shape, dtype=e.dtype_of(out(op)), perm=x.perm, **options)
+    e.bind(out(op), result)
+    return result
+
+
+def _lower_unary(e: GraphEmitter, op: Op) -> None:
+    unary(e, op, _UNARY[op.type])
+
+
+for _t in _UNARY:
+    lowering(_t)(_lower_unary)
+
+
+@lowering("logical_not")
+def _logical_not(e: GraphEmitter, op: Op) -> None:
+    unary(e, op, "logicalNot")
+
+
+@lowering("square", kind="decomposed", note="mul(x, x)")
+def _square(e: GraphEmitter, op: Op) -> None:
+    x = e.any(op.inputs["x"])
+    e.bind(out(op), e.emit("mul", x, x, shape=x.shape, dtype=x.dtype, perm=x.perm))
+
+
+def _with_epsilon(e: GraphEmitter, op: Op) -> Operand:
+    x = e.any(op.inputs["x"])
+    eps = float_scalar(e.const_param(op, "epsilon"))
+    if eps == 0.0:
+        return x
+    return e.emit("add", x, e.scalar(eps, x.dtype), shape=x.shape, dtype=x.dtype, perm=x.perm)
+
+
+@lowering("log", kind="decomposed", note="log(x + epsilon)")
+def _log(e: GraphEmitter, op: Op) -> None:
+    y = _with_epsilon(e, op)
+    e.bind(out(op), e.emit("log", y, shape=y.shape, dtype=y.dtype, perm=y.perm))
+
+
+@lowering("inverse", kind="decomposed", note="reciprocal(x + epsilon)")
+def _inverse(e: GraphEmitter, op: Op) -> None:
+    y = _with_epsilon(e, op)
+    e.bind(out(op), e.emit("reciprocal", y, shape=y.shape, dtype=y.dtype, perm=y.perm))
+
+
+@lowering("rsqrt", kind="decomposed", note="reciprocal(sqrt(x + epsilon))")
+def _rsqrt(e: GraphEmitter, op: Op) -> None:
+    y = _with_epsilon(e, op)
+    s = e.emit("sqrt", y, shape=y.shape, dtype=y.dtype, perm=y.perm)
+    e.bind(out(op), e.emit("reciprocal", s, shape=s.shape, dtype=s.dtype, perm=s.perm))
+
+
+@lowering("exp2", kind="decomposed", note="pow(2, x) for float x")
+def _exp2(e: GraphEmitter, op: Op) -> None:
+    x = e.any(op.inputs["x"])
+    if not x.dtype.startswith("float"):
+        raise LoweringError("exp2 of integers has no WebNN form (pow is float-only in Chromium)")
+    e.bind(out(op), e.emit("pow", e.scalar(2.0, x.dtype), x, shape=x.shape, dtype=x.dtype, perm=x.perm))
+
+
+@lowering("clip")
+def _clip(e: GraphEmitter, op: Op) -> None:
+    lo, hi = float_scalar(e.const_param(op, "alpha")), float_scalar(e.const_param(op, "beta"))
+    if lo > hi:  # iOS15 allows it: min(max(x, lo), hi) is hi everywhere (NaN stays NaN)
+        x = e.any(op.inputs["x"])
+        m = e.emit("max", x, e.scalar(lo, x.dtype), shape=x.shape, dtype=x.dtype, perm=x.perm)
+        e.bind(out(op), e.emit("min", m, e.scalar(hi, x.dtype), shape=x.shape, dtype=x.dtype, perm=x.perm))
+        return
+    unary(e, op, "clamp", minValue=lo, maxValue=hi)
+
+
+@lowering("threshold", note="max(x, alpha)")
+def _threshold(e: GraphEmitter, op: Op) -> None:
+    x = e.any(op.inputs["x"])
+    alpha = e.scalar(float_scalar(e.const_param(op, "alpha")), x.dtype)
+    e.bind(out(op), e.emit("max", x, alpha, shape=x.shape, dtype=x.dtype, perm=x.perm))
+
+
+# -- binary -------------------------------------------------------------------------------------------
+
+_BINARY = {"add": "add", "sub": "sub", "mul": "mul", "real_div": "div", "maximum": "max", "minimum": "min",
+           "pow": "pow", "equal": "equal", "not_equal": "notEqual", "greater": "greater",
+           "greater_equal": "greaterOrEqual", "less": "lesser", "less_equal": "lesserOrEqual",
+           "logical_and": "logicalAnd", "logical_or": "logicalOr", "logical_xor": "logicalXor"}
+_COMPARISONS = {"equal", "not_equal", "greater", "greater_equal", "less", "less_equal"}
+
+
+def binary(e: GraphEmitter, op: Op, method: str) -> Operand:
+    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
+    if op.type in _COMPARISONS and a.dtype == "uint8":  # Chromium compares no uint8 (bool) operands
+        a, b = cast(e, a, "int32"), cast(e, b, "int32")
+    shape = broadcast_shape(a.shape, b.shape)
+    result = e.emit(method, a, b, shape=shape, dtype=e.dtype_of(out(op)), perm=perm)
+    e.bind(out(op), result)
+    return result
+
+
+def _lower_binary(e: GraphEmitter, op: Op) -> None:
+    if op.type == "real_div" and not e.dtype_of(op.inputs["x"]).startswith("float"):
+        raise LoweringError("integer real_div has no WebNN form")
+    binary(e, op, _BINARY[op.type])
+
+
+for _t in _BINARY:
+    lowering(_t)(_lower_binary)
+
+
+@lowering("floor_div", kind="decomposed", note="floor(div(x, y)) for floats; integers: via float32 with a range check")
+def _floor_div(e: GraphEmitter, op: Op) -> None:
+    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
+    shape = broadcast_shape(a.shape, b.shape)
+    dtype = e.dtype_of(out(op))
+    if dtype.startswith("float"):
+        q = e.emit("div", a, b, shape=shape, dtype=dtype, perm=perm)
+        e.bind(out(op), e.emit("floor", q, shape=shape, dtype=dtype, perm=perm))
+        return
+    # integers: exact through float32 only while |x| < 2^24
+    for v in (op.inputs["x"], op.inputs["y"]):
+        c = e.value_of(v)
+        if c is None or np.abs(c).max(initial=0) >= 2**24:
+            raise LoweringError("integer floor_div of values not known to be below 2^24 has no exact WebNN form")
+    fa, fb = cast(e, a, "float32"), cast(e, b, "float32")
+    q = e.emit("floor", e.emit("div", fa, fb, shape=shape, dtype="float32", perm=perm),
+               shape=shape, dtype="float32", perm=perm)
+    e.bind(out(op), cast(e, q, dtype))
+
+
+@lowering("mod", kind="decomposed", note="x - floor(x / y) * y (floats)")
+def _mod(e: GraphEmitter, op: Op) -> None:
+    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
+    shape = broadcast_shape(a.shape, b.shape)
+    dtype = e.dtype_of(out(op))
+    if not dtype.startswith("float"):
+        raise LoweringError("integer mod has no WebNN form")
+    q = e.emit("floor", e.emit("div", a, b, shape=shape, dtype=dtype, perm=perm), shape=shape, dtype=dtype, perm=perm)
+    e.bind(out(op), e.emit("sub", a, e.emit("mul", q, b, shape=shape, dtype=dtype, perm=perm),
+                           shape=shape, dtype=dtype, perm=perm))
+
+
+@lowering("select", note="where (uint8 condition)")
+def _select(e: GraphEmitter, op: Op) -> None:
+    (c, a, b), perm = common_layout(e, [op.inputs["cond"], op.inputs["a"], op.inputs["b"]])
+    c = cast(e, c, "uint8")
+    if a.dtype == "uint8":  # where takes no uint8 values in Chromium: select in int32
+        a, b = cast(e, a, "int32"), cast(e, b, "int32")
+        r = e.emit("where", c, a, b, shape=broadcast_shape(c.shape, a.shape, b.shape), dtype="int32", perm=perm)
+        e.bind(out(op), cast(e, r, "uint8"))
+        return
+    e.bind(out(op), e.emit("where", c, a, b, shape=broadcast_shape(c.shape, a.shape, b.shape),
+                           dtype=e.dtype_of(out(op)), perm=perm))
+
+
+@lowering("cast")
+def _cast(e: GraphEmitter, op: Op) -> None:
+    x = e.any(op.inputs["x"])
+    target = out(op).type.dtype.name  # type: ignore[union-attr]
+    dtype = e.data_type(target)
+    if target == "bool":  # nonzero -> 1
+        zero = e.scalar(0, x.dtype)
+        src = x if x.dtype != "uint8" else cast(e, x, "int32")
+        if src is not x:
+            zero = e.scalar(0, "int32")
+        e.bind(out(op), e.emit("notEqual", src, zero, shape=x.shape, dtype="uint8", perm=x.perm))
+        return
+    if x.dtype == dtype:
+        e.bind(out(op), e.emit("identity", x, shape=x.shape, dtype=dtype, perm=x.perm))
+        return
+    if x.dtype.startswith("float") and not dtype.startswith("float"):
+        # MIL's cast to int truncates toward zero; WebNN's float -> int cast is implementation-defined
+        # for fractions, so round toward zero first (exact for every value in range)
+        sign = e.emit("sign", x, shape=x.shape, dtype=x.dtype, perm=x.perm)
+        mag = e.emit("floor", e.emit("abs", x, shape=x.shape, dtype=x.dtype, perm=x.perm),
+                     shape=x.shape, dtype=x.dtype, perm=x.perm)
+        x = e.emit("mul", sign, mag, shape=x.shape, dtype=x.dtype, perm=x.perm)
+    e.bind(out(op), e.emit("cast", x, dtype, shape=x.shape, dtype=dtype, perm=x.perm))
+
+
+unsupported("random values: WebNN has no random number generator", "random_bernoulli", "random_categorical",
+            "random_normal", "random_uniform")
+unsupported("an output size that depends on the data: WebNN graphs are static", "non_zero", "non_maximum_suppression")
+unsupported("WebNN has no sort", "argsort")
+unsupported("state: WebNN graphs have no state", "read_state", "coreml_update_state")

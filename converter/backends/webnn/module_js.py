@@ -1,0 +1,108 @@
+"""model.js: the ES module a web page imports (issue 9's contract).
+
+Exports ``inputs``/``outputs`` (feature name -> {dataType, shape}, exactly the graph's), ``labels``
+and ``classifier`` (null unless the model is a classifier), ``build(context, weights)``,
+``load(context, url)`` and ``run(context, graph, feeds)``. No dependencies; only the current
+WebNN API (MLTensor: createTensor / writeTensor / dispatch / readTensor). Model strings appear
+only as escaped literals (`jsliteral.js_string`).
+"""
+
+from __future__ import annotations
+
+from .graph import LoweredGraph
+from .jsliteral import js_comment, js_json, js_value
+
+_RUNTIME = r"""
+const TYPED_ARRAYS = {
+  float32: Float32Array, float16: globalThis.Float16Array, int32: Int32Array, uint32: Uint32Array,
+  int64: BigInt64Array, uint64: BigUint64Array, int8: Int8Array, uint8: Uint8Array,
+};
+
+function typedArray(dataType) {
+  const T = TYPED_ARRAYS[dataType];
+  if (!T) throw new Error(`this browser has no typed array for WebNN data type ${dataType}`);
+  return T;
+}
+
+function constant(builder, weights, dataType, shape, offset) {
+  const count = shape.reduce((a, b) => a * b, 1);
+  const T = typedArray(dataType);
+  if (offset + count * T.BYTES_PER_ELEMENT > weights.byteLength) {
+    throw new Error(`model.bin is too short (${weights.byteLength} bytes): is it the one written with this model.js?`);
+  }
+  return builder.constant({ dataType, shape }, new T(weights, offset, count));
+}
+
+export async function load(context, url = new URL("model.bin", import.meta.url)) {
+  const response = await fetch(url);
+  if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
+  return build(context, await response.arrayBuffer());
+}
+
+function feedArray(name, desc, value) {
+  const T = typedArray(desc.dataType);
+  const count = desc.shape.reduce((a, b) => a * b, 1);
+  const array = value instanceof T ? value : T.from(value, T === BigInt64Array || T === BigUint64Array ? BigInt : Number);
+  if (array.length !== count) {
+    throw new Error(`input ${JSON.stringify(name)}: expected ${count} values (shape [${desc.shape}]), got ${array.length}`);
+  }
+  return array;
+}
+
+export async function run(context, graph, feeds) {
+  const missing = Object.keys(inputs).filter((name) => !(name in feeds));
+  if (missing.length) throw new Error(`missing inputs: ${missing.map((n) => JSON.stringify(n)).join(", ")}`);
+  const inputTensors = {};
+  const outputTensors = {};
+  try {
+    for (const [name, desc] of Object.entries(inputs)) {
+      inputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, writable: true });
+      context.writeTensor(inputTensors[name], feedArray(name, desc, feeds[name]));
+    }
+    for (const [name, desc] of Object.entries(outputs)) {
+      outputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, readable: true });
+    }
+    context.dispatch(graph, inputTensors, outputTensors);
+    const results = {};
+    for (const [name, desc] of Object.entries(outputs)) {
+      results[name] = new (typedArray(desc.dataType))(await context.readTensor(outputTensors[name]));
+    }
+    if (classifier && classifier.labelOutput !== null && classifier.probabilityOutput in results) {
+      const p = results[classifier.probabilityOutput];
+      let best = 0;
+      for (let i = 1; i < p.length; i++) if (p[i] > p[best]) best = i;
+      results[classifier.labelOutput] = labels[best];
+    }
+    return results;
+  } finally {
+    for (const tensor of [...Object.values(inputTensors), ...Object.values(outputTensors)]) tensor.destroy();
+  }
+}
+"""
+
+
+def render_module(g: LoweredGraph, *, header: list[str]) -> str:
+    lines = [f"// {js_comment(h, 200)}" for h in header]
+    lines.append("")
+    lines.append(f"export const inputs = {_table(g.inputs)};")
+    lines.append(f"export const outputs = {_table(g.outputs)};")
+    if g.classifier is not None:
+        c = g.classifier
+        lines.append(f"export const labels = {js_json(c.labels)};")
+        lines.append("export const classifier = {probabilityOutput: " + js_value(c.probability_output)
+                     + ", labelOutput: " + (js_value(c.label_output) if c.label_output is not None else "null") + "};")
+    else:
+        lines.append("export const labels = null;")
+        lines.append("export const classifier = null;")
+    lines.append(_RUNTIME)
+    lines.append("export async function build(context, weights) {")
+    lines.append("  const builder = new MLGraphBuilder(context);")
+    lines.extend(g.body)
+    lines.append("}")
+    lines.append("")
+    return "\n".join(lines)
+
+
+def _table(features: dict[str, dict]) -> str:
+    """JSON (a valid JavaScript literal), so tools can read the descriptors without running JS."""
+    return js_json({name: {"dataType": d["dataType"], "shape": list(d["shape"])} for name, d in features.items()})
