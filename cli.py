@@ -222,10 +222,18 @@ def _resolve_passes(passes: str) -> list:
 @click.option("-o", "--output", "output_path", required=True, type=click.Path(),
               help="Where to write: NAME.mlpackage (a package), NAME.mlmodel (a single file), or an existing "
                    "folder to write into (named after SRC). For a folder SRC: the output folder.")
-@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil"]),
-              help="Output format.")
+@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "webnn"]),
+              help="Output format: mil (an ML program) or webnn (a folder with model.js, model.bin, model.d.ts and "
+                   "a demo page index.html).")
 @click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
               help="MIL opset (default: the lowest that has every op used).")
+@click.option("--layout", default="nchw", show_default=True, type=click.Choice(["nchw", "nhwc"]),
+              help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes).")
+@click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16"]),
+              help="--to webnn: compute in float32, or store weights and compute in float16.")
+@click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
+              help="--to webnn: fix a flexible input's shape (WebNN graphs are static; default: the shape the model "
+                   "declares). Repeat for several inputs.")
 @click.option("--check", is_flag=True,
               help="Run the source and the written model on the same random inputs; print the largest "
                    "difference per output.")
@@ -235,12 +243,13 @@ def _resolve_passes(passes: str) -> list:
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 @_pass_options
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check: bool, overwrite: bool,
-                max_loop_iterations: int | None, max_tensor_mib: int | None, passes: str, pass_stats: bool,
-                verify: bool) -> None:
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout: str, precision: str,
+                input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
+                max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
-    The default pass pipeline runs before writing (--passes none writes the program as read).
+    The default pass pipeline runs before writing (--passes none writes the program as read);
+    for --to webnn it is the webnn pipeline, and -o names the folder to write.
     When SRC is a folder (not an .mlpackage), every model under it is converted to an .mlpackage at
     the same relative place under the -o folder; failures are listed and the rest go on.
     """
@@ -248,24 +257,54 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, check:
 
     from converter.formats.package import is_mlpackage
 
+    webnn_options: dict = {}
     try:
+        if fmt == "webnn":
+            if passes == "default":
+                passes = "webnn"
+            if check:
+                raise converter.UnsupportedError("--check runs both models in Python; a WebNN model runs in a browser "
+                                                 "(see the demo page index.html it comes with)")
+            webnn_options = {"layout": layout, "precision": precision, "input_shapes": _input_shapes(input_shapes)}
+        elif input_shapes or layout != "nchw" or precision != "fp32":
+            raise converter.UnsupportedError("--layout, --precision and --input-shape are options of --to webnn")
         pipeline = _resolve_passes(passes)
     except ConverterError as e:
         _fail(e)
     if Path(src).is_dir() and not is_mlpackage(src):
+        if fmt == "webnn":
+            _fail(converter.UnsupportedError("converting a folder of models to WebNN is not supported yet: convert "
+                                             "them one by one", file=src))
         _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite, passes=passes, verify=verify,
                         pass_stats=pass_stats, max_loop_iterations=max_loop_iterations,
                         max_tensor_bytes=_mib(max_tensor_mib))
         return
     _convert_one(src, output_path, fmt=fmt, target=target, check=check, overwrite=overwrite, pipeline=pipeline,
                  pass_stats=pass_stats, verify=verify, max_loop_iterations=max_loop_iterations,
-                 max_tensor_mib=max_tensor_mib)
+                 max_tensor_mib=max_tensor_mib, webnn_options=webnn_options)
+
+
+def _input_shapes(specs: tuple[str, ...]) -> dict[str, list[int]]:
+    """``NAME=1,3,224,224`` options as {name: sizes} (the name may hold '='; the last one splits)."""
+    shapes: dict[str, list[int]] = {}
+    for spec in specs:
+        name, sep, dims = spec.rpartition("=")
+        try:
+            sizes = [int(d) for d in dims.replace("x", ",").split(",") if d.strip()]
+        except ValueError:
+            sizes = []
+        if not sep or not name or not sizes or any(d < 1 for d in sizes):
+            raise converter.UnsupportedError(f"--input-shape {spec!r}: expected NAME=D1,D2,... with positive sizes")
+        if name in shapes:
+            raise converter.UnsupportedError(f"--input-shape names input {name!r} twice")
+        shapes[name] = sizes
+    return shapes
 
 
 def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | None, check: bool, overwrite: bool,
                  pipeline: list, pass_stats: bool, verify: bool, max_loop_iterations: int | None = None,
                  max_tensor_mib: int | None = None, explain_op: str | None = None,
-                 summary: bool = False) -> None:
+                 summary: bool = False, webnn_options: dict | None = None) -> None:
     """Load, optimize, (explain), write, (check): the one-model path of ``convert`` and ``optimize``."""
     import warnings
 
@@ -290,7 +329,7 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
             return
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", converter.ConversionWarning)
-            converter.save(prog, dest, target=target, to=fmt, overwrite=overwrite)
+            converter.save(prog, dest, target=target, to=fmt, overwrite=overwrite, **(webnn_options or {}))
         for note in prog.meta.get("notes", []) + [str(w.message) for w in caught]:
             _say(f"note: {note}", err=True)
         _say(f"wrote {dest}")

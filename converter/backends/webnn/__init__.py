@@ -68,11 +68,12 @@ def _aligned_default(t: TensorType, declared: list[int] | None) -> list[int] | N
     return shape
 
 
-def _static_sizes(fn: Function, input_shapes: Mapping[str, Sequence[int]]) -> dict[str, list[int]]:
+def _static_sizes(fn: Function, input_shapes: Mapping[str, Sequence[int]], source: str | None = None
+                  ) -> dict[str, list[int]]:
     unknown = sorted(set(input_shapes) - {v.name for v in fn.inputs})
     if unknown:
         raise UnsupportedError(f"--input-shape names no input of the model: {', '.join(map(repr, unknown))} "
-                               f"(inputs: {', '.join(repr(v.name) for v in fn.inputs)})")
+                               f"(inputs: {', '.join(repr(v.name) for v in fn.inputs)})", file=source)
     sizes: dict[str, list[int]] = {}
     problems = []
     for v in fn.inputs:
@@ -94,11 +95,12 @@ def _static_sizes(fn: Function, input_shapes: Mapping[str, Sequence[int]]) -> di
                 continue
             sizes[v.name] = default
     if problems:
-        raise UnsupportedError("WebNN graphs are static:\n  " + "\n  ".join(problems))
+        raise UnsupportedError("WebNN graphs are static: " + "; ".join(problems), file=source)
     return sizes
 
 
-def prepare_program(program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None) -> Program:
+def prepare_program(program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None,
+                    source: str | None = None) -> Program:
     """A copy of ``program`` with static shapes and its constants folded (what lowering needs)."""
     from ...api import optimize
     from ...passes.canonicalize import Canonicalize
@@ -108,7 +110,7 @@ def prepare_program(program: Program, input_shapes: Mapping[str, Sequence[int]] 
 
     prog = clone_program(program)[0]
     fn = prog.main
-    sizes = _static_sizes(fn, input_shapes or {})
+    sizes = _static_sizes(fn, input_shapes or {}, source)
     if sizes:
         SpecializeShapes(inputs={k: list(v) for k, v in sizes.items()}, function=fn.name).run(prog)
     # WebNN has no compressed weights and no ops on constants worth keeping: fold everything
@@ -124,7 +126,7 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
         raise UnsupportedError(f"unknown layout '{layout}' (one of: {', '.join(LAYOUTS)})")
     if precision not in PRECISIONS:
         raise UnsupportedError(f"unknown precision '{precision}' (one of: {', '.join(PRECISIONS)})")
-    prog = prepare_program(program, input_shapes)
+    prog = prepare_program(program, input_shapes, source)
     fn = prog.main
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)

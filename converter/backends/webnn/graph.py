@@ -74,6 +74,7 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
         e.bind(v, operand)
 
     classifier: Classifier | None = None
+    failed: set[Value] = set()  # outputs of ops already reported
     for op in fn.block.ops:
         if op.type == "const":
             continue
@@ -87,17 +88,16 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
                 problems.append(f"{op.type} '{op.name}': {err}")
             continue
         low = LOWERINGS.get(op.type)
-        if low is None:
-            reason = UNSUPPORTED.get(op.type, "no WebNN lowering")
-            problems.append(f"{op.type} '{op.name}': {reason}")
-            continue
         try:
+            if low is None:
+                raise LoweringError(UNSUPPORTED.get(op.type, "no WebNN lowering"))
             if op.blocks:
                 raise LoweringError("control flow has no WebNN form (WebNN graphs have no branches or loops)")
             low.fn(e, op)
         except _Unavailable:
-            continue  # an input whose producer was already reported
+            failed.update(op.outputs)  # an input whose producer was already reported
         except LoweringError as err:
+            failed.update(op.outputs)
             problems.append(f"{op.type} '{op.name}': {err}")
 
     outputs: dict[str, dict[str, Any]] = {}
@@ -106,7 +106,7 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
     e.set_comment("outputs")
     for v in fn.outputs:
         name = v.name
-        if isinstance(v.type, DictType) or (classifier is not None and name == classifier.label_output):
+        if v in failed or isinstance(v.type, DictType) or (classifier is not None and name == classifier.label_output):
             continue
         try:
             desc = _descriptor(v, "output")
@@ -124,8 +124,8 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
         outputs[name] = desc
         returned[name] = operand.js
     if problems:
-        raise UnsupportedError(f"{len(problems)} op(s) have no WebNN form:\n  " + "\n  ".join(problems),
-                               file=source)
+        count = f"{len(problems)} ops have" if len(problems) > 1 else "1 op has"
+        raise UnsupportedError(f"{count} no WebNN form: " + "; ".join(problems), file=source)
     e.set_comment("")
     e.raw_line("return builder.build({" + ", ".join(f"{js_string(k)}: {js}" for k, js in returned.items()) + "});")
     stats = dict(e.stats)

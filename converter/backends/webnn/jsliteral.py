@@ -27,10 +27,14 @@ def js_string(text: str) -> str:
     return out
 
 
-def js_json(value: Any) -> str:
+def js_json(value: Any, *, one_line: bool = False) -> str:
     """``value`` as JSON, which is also a JavaScript literal safe inside an HTML script element
-    (non-ASCII and ``<``, ``>``, ``&`` escaped; they occur only inside JSON strings)."""
-    out = json.dumps(value, ensure_ascii=True, indent=1)
+    (non-ASCII and ``<``, ``>``, ``&`` escaped; they occur only inside JSON strings). A mapping is
+    written one entry per line (unless ``one_line``)."""
+    if isinstance(value, Mapping) and value and not one_line:
+        rows = [f" {js_json(str(k), one_line=True)}: {js_json(v, one_line=True)}" for k, v in value.items()]
+        return "{\n" + ",\n".join(rows) + "\n}"
+    out = json.dumps(value, ensure_ascii=True)
     for ch, esc in _HTML_SENSITIVE.items():
         out = out.replace(ch, esc)
     return out
