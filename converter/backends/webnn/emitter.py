@@ -92,6 +92,9 @@ class GraphEmitter:
         self._counter = 0
         self._comment = ""
         self.stats = {"calls": 0, "transposes": 0, "constants": 0}
+        #: values bound to a flatten whose columns are permuted: physical column j is column order[j]
+        #: (only `linear` reads them, permuting its weight to match; see lowering/shape.py)
+        self.column_order: dict[Value, np.ndarray] = {}
 
     # -- naming and writing ------------------------------------------------------------------------
 

@@ -20,33 +20,23 @@ from ._common import axis_of, float_scalar, int_list, out, physical_axis, reshap
 from .registry import lowering
 
 
-def _spatial_input(e: GraphEmitter, v: Value) -> tuple[Operand, bool]:
-    """``v`` as a 4-D operand in the emitter's layout, and whether it was 1-D (rank 3)."""
+def _spatial_input(e: GraphEmitter, v: Value) -> tuple[Operand, bool, str]:
+    """``v`` as a 4-D operand, whether it was 1-D (rank 3), and the layout the op computes in:
+    NHWC in NHWC mode for 2-D ops; 1-D ops (a unit height added) stay NCHW, where NHWC would only
+    add transposes."""
     shape = e.shape(v)
     if len(shape) == 4:
-        return (e.get(v, NCHW_TO_NHWC) if e.layout == "nhwc" else e.get(v)), False
-    if len(shape) == 3:
-        x = reshape(e, e.get(v), [shape[0], shape[1], 1, shape[2]])
         if e.layout == "nhwc":
-            x = e.emit("transpose", x, shape=[shape[0], 1, shape[2], shape[1]], dtype=x.dtype,
-                       perm=NCHW_TO_NHWC, permutation=list(NCHW_TO_NHWC))
-        return x, True
+            return e.get(v, NCHW_TO_NHWC), False, "nhwc"
+        return e.get(v), False, "nchw"
+    if len(shape) == 3:
+        return reshape(e, e.get(v), [shape[0], shape[1], 1, shape[2]]), True, "nchw"
     raise LoweringError(f"{len(shape) - 2}-D spatial ops have no WebNN form (conv2d and the 2-D pools only)")
 
 
 def _bind_spatial(e: GraphEmitter, op: Op, y: Operand, one_d: bool) -> None:
-    """Bind the op's output from a 4-D result (NHWC in NHWC mode)."""
-    if not one_d:
-        e.bind(out(op), y)
-        return
-    if e.layout == "nhwc":
-        n, _, w, c = y.shape
-        y = e.emit("transpose", y, shape=[n, c, 1, w], dtype=y.dtype, permutation=[0, 3, 1, 2])
-    e.bind(out(op), reshape(e, y, e.shape(out(op))))
-
-
-def _layout_option(e: GraphEmitter) -> str:
-    return "nhwc" if e.layout == "nhwc" else "nchw"
+    """Bind the op's output from a 4-D result (NHWC operands keep their layout)."""
+    e.bind(out(op), reshape(e, y, e.shape(out(op))) if one_d else y)
 
 
 def _out_hw(y_shape: tuple[int, ...], layout: str) -> tuple[int, int]:
@@ -75,7 +65,7 @@ def _two(values: tuple[int, ...], one_d: bool, fill: int = 1) -> list[int]:
     return [fill, int(values[0])] if one_d else [int(values[0]), int(values[1])]
 
 
-def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...]) -> Operand:
+def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...], layout: str) -> Operand:
     shape = e.shape(v)
     const = e.value_of(v)
     if one_d:
@@ -83,9 +73,9 @@ def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...]) 
             raise LoweringError("a 1-D convolution needs a constant weight here")
         const = const.reshape(shape[0], shape[1], 1, shape[2])
     if const is not None:
-        arr = np.transpose(const, nhwc_perm) if e.layout == "nhwc" else const
+        arr = np.transpose(const, nhwc_perm) if layout == "nhwc" else const
         return e.constant(arr, e.dtype_of(v))
-    return e.get(v, nhwc_perm if e.layout == "nhwc" else None)
+    return e.get(v, nhwc_perm if layout == "nhwc" else None)
 
 
 def _bias(e: GraphEmitter, op: Op) -> Operand | None:
@@ -97,15 +87,14 @@ def _bias(e: GraphEmitter, op: Op) -> Operand | None:
 @lowering("conv", note="conv2d (explicit padding; ohwi filters in NHWC)")
 def _conv(e: GraphEmitter, op: Op) -> None:
     xv = op.inputs["x"]
-    x, one_d = _spatial_input(e, xv)
+    x, one_d, layout = _spatial_input(e, xv)
     w_shape = e.shape(op.inputs["weight"])
     in_sizes = e.shape(xv)[2:]
     win = _window(op, tuple(w_shape[2:]), one_d)
     groups = int(float_scalar(e.param(op, "groups")))
     y_ir = e.shape(out(op))
-    layout = _layout_option(e)
     y_shape = _shape4(y_ir[0], y_ir[1], 1 if one_d else y_ir[2], y_ir[-1], layout)
-    y = e.emit("conv2d", x, _filter(e, op.inputs["weight"], one_d, (0, 2, 3, 1)), shape=y_shape, dtype=x.dtype,
+    y = e.emit("conv2d", x, _filter(e, op.inputs["weight"], one_d, (0, 2, 3, 1), layout), shape=y_shape, dtype=x.dtype,
                perm=x.perm, padding=_pads(win, tuple(in_sizes), one_d), strides=_two(win.strides, one_d),
                dilations=_two(win.dilations, one_d), groups=groups, inputLayout=layout,
                filterLayout="ohwi" if layout == "nhwc" else "oihw", bias=_bias(e, op))
@@ -119,7 +108,7 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
     from ....ir.ops.conv import ConvTranspose
 
     xv = op.inputs["x"]
-    x, one_d = _spatial_input(e, xv)
+    x, one_d, layout = _spatial_input(e, xv)
     w_shape = e.shape(op.inputs["weight"])
     in_sizes = e.shape(xv)[2:]
     win = _window(op, tuple(w_shape[2:]), one_d)
@@ -133,11 +122,10 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
         if ex >= max(s, d):
             raise LoweringError("an output larger than the full transposed convolution by a stride or more has no "
                                 "WebNN form")
-    layout = _layout_option(e)
     sizes = [f + x_ for f, x_ in zip(full, extra)]
     hw = [1, sizes[0]] if one_d else sizes
     c_out = y_ir[1]
-    y = e.emit("convTranspose2d", x, _filter(e, op.inputs["weight"], one_d, (1, 2, 3, 0)),
+    y = e.emit("convTranspose2d", x, _filter(e, op.inputs["weight"], one_d, (1, 2, 3, 0), layout),
                shape=_shape4(y_ir[0], c_out, hw[0], hw[1], layout), dtype=x.dtype, perm=x.perm,
                padding=[0, 0, 0, 0], strides=_two(win.strides, one_d), dilations=_two(win.dilations, one_d),
                outputPadding=_two(tuple(extra), one_d, fill=0), groups=groups, inputLayout=layout,
@@ -155,12 +143,11 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
 
 def _pool(e: GraphEmitter, op: Op, method: str) -> None:
     xv = op.inputs["x"]
-    x, one_d = _spatial_input(e, xv)
+    x, one_d, layout = _spatial_input(e, xv)
     kernel = tuple(int_list(e.const_param(op, "kernel_sizes")))
     win = _window(op, kernel, one_d)
     in_sizes = tuple(e.shape(xv)[2:])
     y_ir = e.shape(out(op))
-    layout = _layout_option(e)
     out_hw = [1, y_ir[2]] if one_d else [y_ir[2], y_ir[3]]
     y_shape = _shape4(y_ir[0], y_ir[1], out_hw[0], out_hw[1], layout)
     pads = _pads(win, in_sizes, one_d)
@@ -171,7 +158,7 @@ def _pool(e: GraphEmitter, op: Op, method: str) -> None:
             raise LoweringError("averagePool2d with dilations is refused by Chromium")
         common.pop("dilations")
         exclude = bool(np.asarray(e.param(op, "exclude_padding_from_average")).reshape(-1)[0])
-        y = _average(e, x, win, in_sizes, tuple(y_ir[2:]), exclude, pads, one_d, y_shape, common)
+        y = _average(e, x, win, in_sizes, tuple(y_ir[2:]), exclude, pads, one_d, y_shape, common, layout)
     else:
         if win.ceil_mode:
             common["outputSizes"] = out_hw
@@ -179,7 +166,8 @@ def _pool(e: GraphEmitter, op: Op, method: str) -> None:
     _bind_spatial(e, op, y, one_d)
 
 
-def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, one_d, y_shape, common):  # noqa: ANN001, ANN202
+def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, one_d, y_shape, common,  # noqa: ANN001, ANN202
+             layout):
     """Average pooling that divides exactly as the IR does: windows are summed over an explicitly
     zero-padded input (padding plus ceil_mode's overhang), then scaled by k / count per position."""
     k = int(np.prod(win.kernel))
@@ -196,7 +184,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
         return e.emit("averagePool2d", x, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=[0, 0, 0, 0], **common)
     hw_before = [pads[0], pads[2]]
     hw_after = [pads[1] + (0 if one_d else overhang[0]), pads[3] + overhang[-1]]
-    if e.layout == "nhwc":
+    if layout == "nhwc":
         before, after = [0, *hw_before, 0], [0, *hw_after, 0]
     else:
         before, after = [0, 0, *hw_before], [0, 0, *hw_after]
@@ -207,7 +195,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
         return avg
     scale = (k / counts).reshape((1, *outs) if one_d else outs)
     scale = scale.reshape(scale.shape[-2:])
-    scale = scale[..., None] if e.layout == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
+    scale = scale[..., None] if layout == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
     return e.emit("mul", avg, e.constant(scale.astype(np.float32), x.dtype), shape=y_shape, dtype=x.dtype,
                   perm=x.perm)
 
@@ -242,6 +230,9 @@ def _linear(e: GraphEmitter, op: Op) -> None:
     if not dtype.startswith("float"):
         raise LoweringError("integer linear has no WebNN form (gemm and matmul are float-only in Chromium)")
     bias = e.value_of(op.inputs["bias"]) if "bias" in op.inputs else None
+    order = e.column_order.get(xv)
+    if order is not None:
+        w = w[:, order]
     y_shape = e.shape(out(op))
     if x.rank == 2:
         options = {"bTranspose": True}

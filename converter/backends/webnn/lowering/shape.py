@@ -12,8 +12,45 @@ from ._common import axis_of, cast, common_layout, float_scalar, int_list, out, 
 from .registry import lowering
 
 
+def _same_order(x: Operand) -> bool:
+    """Whether ``x``'s elements are in the IR value's order although its layout differs: the axes
+    it moves are all of size 1 (an NHWC [N, 1, 1, C] is an NCHW [N, C, 1, 1] byte for byte)."""
+    if x.perm is None:
+        return True
+    moved = [p for p, d in zip(x.perm, x.shape) if d != 1]
+    return moved == sorted(moved)
+
+
+def _flatten_into_linear(e: GraphEmitter, op: Op, x: Operand) -> bool:
+    """A flatten of a permuted operand's trailing axes read only by ``linear`` ops with constant
+    weights: reshape the operand as it is and let `linear` permute its weight columns instead
+    (an NHWC CNN then needs no transpose before its classifier)."""
+    y = out(op)
+    in_shape, out_shape = e.shape(op.inputs["x"]), e.shape(y)
+    if x.perm is None or not out_shape:
+        return False
+    # the leading axes keep their place and size product; the rest become the last axis
+    k = next((k for k in range(len(in_shape)) if tuple(x.perm[:k]) == tuple(range(k))
+              and np.prod(in_shape[:k]) == np.prod(out_shape[:-1]) and np.prod(in_shape[k:]) == out_shape[-1]), None)
+    if k is None:
+        return False
+    users = y.users()
+    if not users or any(u.type != "linear" or u.inputs.get("x") is not y or e.value_of(u.inputs["weight"]) is None
+                        for u in users) or y in e.fn.outputs:
+        return False
+    tail = [in_shape[a] for a in range(k, len(in_shape))]
+    order = np.arange(int(np.prod(tail))).reshape(tail).transpose([p - k for p in x.perm[k:]]).ravel()
+    e.bind(y, e.emit("reshape", x, list(out_shape), shape=out_shape, dtype=x.dtype))
+    e.column_order[y] = order
+    return True
+
+
 def _reshape_to_output(e: GraphEmitter, op: Op, x_key: str = "x") -> None:
-    x = e.get(op.inputs[x_key])
+    x = e.any(op.inputs[x_key])
+    if not _same_order(x):
+        if _flatten_into_linear(e, op, x):
+            return
+        x = e.get(op.inputs[x_key])
     result = e.emit("reshape", x, list(e.shape(out(op))), shape=e.shape(out(op)), dtype=x.dtype)
     e.bind(out(op), result)
 
