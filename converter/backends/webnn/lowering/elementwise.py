@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import numpy as np
+from typing import Any
 
 from ....ir.core import Op
 from ..emitter import GraphEmitter, LoweringError, Operand
@@ -123,36 +123,54 @@ for _t in _BINARY:
     lowering(_t)(_lower_binary)
 
 
-@lowering("floor_div", kind="decomposed", note="floor(div(x, y)) for floats; integers: via float32 with a range check")
+def _int_floor_div(e: GraphEmitter, a: Operand, b: Operand, shape: tuple[int, ...], perm) -> tuple[Operand, Operand]:  # noqa: ANN001
+    """(floor(a / b), a - floor(a / b) * b) for int32: WebNN's integer div truncates toward zero,
+    so a truncated quotient whose remainder is nonzero and of the other sign than b is one too big."""
+    q = e.emit("div", a, b, shape=shape, dtype="int32", perm=perm)
+    r = e.emit("sub", a, e.emit("mul", q, b, shape=shape, dtype="int32", perm=perm), shape=shape, dtype="int32",
+               perm=perm)
+    zero = e.scalar(0, "int32")
+    inexact = e.emit("notEqual", r, zero, shape=shape, dtype="uint8", perm=perm)
+    signs_differ = e.emit("logicalXor", e.emit("lesser", r, zero, shape=shape, dtype="uint8", perm=perm),
+                          e.emit("lesser", b, zero, shape=b.shape, dtype="uint8", perm=perm),
+                          shape=shape, dtype="uint8", perm=perm)
+    fix = cast(e, e.emit("logicalAnd", inexact, signs_differ, shape=shape, dtype="uint8", perm=perm), "int32")
+    floor = e.emit("sub", q, fix, shape=shape, dtype="int32", perm=perm)
+    rem = e.emit("add", r, e.emit("mul", fix, b, shape=shape, dtype="int32", perm=perm), shape=shape, dtype="int32",
+                 perm=perm)
+    return floor, rem
+
+
+def _float_floor_div(e: GraphEmitter, a: Operand, b: Operand, shape: tuple[int, ...], perm) -> Operand:  # noqa: ANN001
+    q = e.emit("div", a, b, shape=shape, dtype=a.dtype, perm=perm)
+    return e.emit("floor", q, shape=shape, dtype=a.dtype, perm=perm)
+
+
+def _division_operands(e: GraphEmitter, op: Op) -> tuple[Operand, Operand, tuple[int, ...], Any]:
+    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
+    if a.dtype not in ("float32", "float16", "int32"):
+        raise LoweringError(f"{op.type} of {a.dtype} has no WebNN form")
+    return a, b, broadcast_shape(a.shape, b.shape), perm
+
+
+@lowering("floor_div", kind="decomposed", note="floats: floor(div); int32: truncating div corrected to floor")
 def _floor_div(e: GraphEmitter, op: Op) -> None:
-    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
-    shape = broadcast_shape(a.shape, b.shape)
-    dtype = e.dtype_of(out(op))
-    if dtype.startswith("float"):
-        q = e.emit("div", a, b, shape=shape, dtype=dtype, perm=perm)
-        e.bind(out(op), e.emit("floor", q, shape=shape, dtype=dtype, perm=perm))
-        return
-    # integers: exact through float32 only while |x| < 2^24
-    for v in (op.inputs["x"], op.inputs["y"]):
-        c = e.value_of(v)
-        if c is None or np.abs(c).max(initial=0) >= 2**24:
-            raise LoweringError("integer floor_div of values not known to be below 2^24 has no exact WebNN form")
-    fa, fb = cast(e, a, "float32"), cast(e, b, "float32")
-    q = e.emit("floor", e.emit("div", fa, fb, shape=shape, dtype="float32", perm=perm),
-               shape=shape, dtype="float32", perm=perm)
-    e.bind(out(op), cast(e, q, dtype))
+    a, b, shape, perm = _division_operands(e, op)
+    if a.dtype == "int32":
+        e.bind(out(op), _int_floor_div(e, a, b, shape, perm)[0])
+    else:
+        e.bind(out(op), _float_floor_div(e, a, b, shape, perm))
 
 
-@lowering("mod", kind="decomposed", note="x - floor(x / y) * y (floats)")
+@lowering("mod", kind="decomposed", note="x - floor(x / y) * y (the divisor's sign); int32 exact")
 def _mod(e: GraphEmitter, op: Op) -> None:
-    (a, b), perm = common_layout(e, [op.inputs["x"], op.inputs["y"]])
-    shape = broadcast_shape(a.shape, b.shape)
-    dtype = e.dtype_of(out(op))
-    if not dtype.startswith("float"):
-        raise LoweringError("integer mod has no WebNN form")
-    q = e.emit("floor", e.emit("div", a, b, shape=shape, dtype=dtype, perm=perm), shape=shape, dtype=dtype, perm=perm)
-    e.bind(out(op), e.emit("sub", a, e.emit("mul", q, b, shape=shape, dtype=dtype, perm=perm),
-                           shape=shape, dtype=dtype, perm=perm))
+    a, b, shape, perm = _division_operands(e, op)
+    if a.dtype == "int32":
+        e.bind(out(op), _int_floor_div(e, a, b, shape, perm)[1])
+        return
+    q = _float_floor_div(e, a, b, shape, perm)
+    e.bind(out(op), e.emit("sub", a, e.emit("mul", q, b, shape=shape, dtype=a.dtype, perm=perm),
+                           shape=shape, dtype=a.dtype, perm=perm))
 
 
 @lowering("select", note="where (uint8 condition)")
@@ -168,7 +186,7 @@ def _select(e: GraphEmitter, op: Op) -> None:
                            dtype=e.dtype_of(out(op)), perm=perm))
 
 
-@lowering("cast")
+@lowering("cast", note="cast (float -> int truncates toward zero in WebNN, as in MIL); to bool: notEqual(x, 0)")
 def _cast(e: GraphEmitter, op: Op) -> None:
     x = e.any(op.inputs["x"])
     target = out(op).type.dtype.name  # type: ignore[union-attr]
@@ -183,13 +201,6 @@ def _cast(e: GraphEmitter, op: Op) -> None:
     if x.dtype == dtype:
         e.bind(out(op), e.emit("identity", x, shape=x.shape, dtype=dtype, perm=x.perm))
         return
-    if x.dtype.startswith("float") and not dtype.startswith("float"):
-        # MIL's cast to int truncates toward zero; WebNN's float -> int cast is implementation-defined
-        # for fractions, so round toward zero first (exact for every value in range)
-        sign = e.emit("sign", x, shape=x.shape, dtype=x.dtype, perm=x.perm)
-        mag = e.emit("floor", e.emit("abs", x, shape=x.shape, dtype=x.dtype, perm=x.perm),
-                     shape=x.shape, dtype=x.dtype, perm=x.perm)
-        x = e.emit("mul", sign, mag, shape=x.shape, dtype=x.dtype, perm=x.perm)
     e.bind(out(op), e.emit("cast", x, dtype, shape=x.shape, dtype=dtype, perm=x.perm))
 
 

@@ -1,0 +1,24 @@
+"""Run IR programs through the WebNN backend in the real browser (for lowering tests)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+import converter
+from converter.ir.core import Program
+
+from .browser_client import DTYPES, WebnnBrowser, module_features
+
+
+def run_webnn(browser: WebnnBrowser, prog: Program, feeds: dict[str, Any], folder: Path, *, layout: str = "nchw",
+              precision: str = "fp32", passes: str = "none", **options: Any) -> dict[str, np.ndarray]:
+    """Convert ``prog`` to WebNN at ``folder`` (no pass pipeline by default: the lowering itself is
+    under test) and run it in the browser on ``feeds``; outputs in the IR's shapes."""
+    converter.convert(prog, to="webnn", out=folder, layout=layout, precision=precision, passes=passes,
+                      overwrite=True, **options)
+    inputs = module_features(folder, "inputs")
+    result = browser.run(folder, {n: np.asarray(feeds[n]).astype(DTYPES[d["dataType"]]) for n, d in inputs.items()})
+    return result.outputs
