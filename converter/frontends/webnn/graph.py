@@ -225,6 +225,8 @@ class _Reader:
                 raise self.fail(f"output {name!r} names operand {oid!r}, which nothing defines", field_="outputs")
             if not name:
                 raise self.fail("an output name must be a non-empty string", field_="outputs")
+            if any(i.name == name for i in g.inputs):
+                raise self.fail(f"output {name!r} has the name of an input", field_="outputs")
         g.outputs = dict(outs)
         return g
 

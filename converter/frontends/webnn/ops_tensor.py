@@ -113,17 +113,17 @@ def pad(ctx: Ctx, op: Operator) -> list[Value]:
 
 @maps("triangular")
 def triangular(ctx: Ctx, op: Operator) -> list[Value]:
-    """Keeps ``j - i >= diagonal`` (upper) or ``j - i <= diagonal`` (lower) of the last two dims."""
+    """Keeps ``j - i >= diagonal`` (upper) or ``j - i <= diagonal`` (lower) of the last two dims; the
+    mask is computed from two index vectors (no rows x cols constant)."""
+    b = ctx.b
     x = ctx.operand(op.args["input"], ("fp32", "fp16", "int32", "bool"))
-    shape = ctx.shape(x)
-    rows, cols = (shape[-2], shape[-1]) if len(shape) >= 2 else (1, shape[-1])
-    diag = op.options.get("diagonal", 0)
-    j_minus_i = np.arange(cols)[None, :] - np.arange(rows)[:, None]
-    keep = j_minus_i >= diag if op.options.get("upper", True) else j_minus_i <= diag
-    if len(shape) < 2:
-        keep = keep.reshape(shape)
+    rows, cols = ctx.shape(x)[-2:]
+    j_minus_i = b.sub(x=b.const(np.arange(cols, dtype=np.int32)[None, :]),
+                      y=b.const(np.arange(rows, dtype=np.int32)[:, None]))
+    diag = ctx.const(np.int32(op.options.get("diagonal", 0)))
+    keep = b.greater_equal(x=j_minus_i, y=diag) if op.options.get("upper", True) else b.less_equal(x=j_minus_i, y=diag)
     zero = ctx.const(np.zeros((), x.type.dtype.storage))
-    return [ctx.b.select(cond=ctx.b.const(keep), a=x, b=zero)]
+    return [b.select(cond=keep, a=x, b=zero)]
 
 
 @maps("cumulativeSum")

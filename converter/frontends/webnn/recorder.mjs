@@ -323,7 +323,7 @@ const INFER = {
     return [out(info(a.scale).dataType, info(a.input).shape)];
   },
   elu: (m, a) => floatUnary(m, a),
-  expand: (m, a) => { checkShape(m, "newShape", a.newShape); return [out(info(a.input).dataType, broadcast(m, info(a.input).shape, a.newShape))]; },
+  expand: (m, a) => { checkShape(m, "newShape", a.newShape); unidirectional(m, info(a.input).shape, a.newShape); return [out(info(a.input).dataType, [...a.newShape])]; },
   gather: (m, a, o) => {
     const s = info(a.input).shape; const axis = o.axis ?? 0; axisOk(m, "options.axis", axis, s.length);
     needTypes(m, "indices", a.indices, ["int32", "uint32", "int64"]);
@@ -567,7 +567,7 @@ class MLGraphBuilder {
       checkValue(this, "build", `outputs['${name}']`, "operand", o);
       const id = info(o).id;
       if (id in this.#state.inputs || id in this.#state.constants) fail("build", `outputs['${name}']: an input or constant operand cannot be a graph output`);
-      if (this.#state.names.has(name) && !Object.values(this.#state.inputs).every((i) => i.name !== name)) fail("build", `outputs['${name}']: the name is also an input's`);
+      if (this.#state.names.has(name)) fail("build", `outputs['${name}']: the name is also an input's`);
       named[name] = id;
     }
     this.#state.built = true;

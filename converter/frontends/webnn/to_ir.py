@@ -67,13 +67,30 @@ def graph_to_program(graph: Graph) -> Program:
                 raise e.with_location(file=graph.path, op=op.where, op_type=op.method) from None
             raise FormatError(f"invalid operation: {e.message}", file=graph.path, op=op.where,
                               op_type=op.method) from None
-    outs = []
-    for name, oid in graph.outputs.items():
-        v = ctx.values[oid]
-        if v.producer is None or v in outs or v.producer.type == "const":
-            v = ctx.b.identity(x=v)  # an output needs an op of its own to carry its name
-        v.name = name
-        outs.append(v)
-        fn.output_info[name] = FeatureInfo(name, extra={"webnn_data_type": ctx.dtypes[oid]})
-    fn.block.set_outputs(outs)
+        except (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
+            # arguments the reader cannot check without shapes (an axis beyond the rank, a filter
+            # of the wrong rank, ...): the recorder refuses them; a hand-written file may hold them
+            raise FormatError(f"invalid arguments for the operand shapes ({type(e).__name__}: {e})",
+                              file=graph.path, op=op.where, op_type=op.method) from None
+    _name_outputs(ctx, fn, graph)
     return prog
+
+
+def _name_outputs(ctx: Ctx, fn: Function, graph: Graph) -> None:
+    """Give the output values the graph's output names exactly; an internal value that happens to
+    carry one of those names (a constant named by its operand id) is renamed out of the way, so
+    the final unique-naming of a writer never renames an output."""
+    wanted = set(graph.outputs)
+    chosen = []
+    for oid in graph.outputs.values():
+        v = ctx.values[oid]
+        if v.producer is None or v in chosen or v.producer.type == "const":
+            v = ctx.b.identity(x=v)  # an output needs an op of its own to carry its name
+        chosen.append(v)
+    for v in list(fn.values()):
+        if v.name in wanted and v not in chosen:
+            v.name = fn.names.unique(f"{v.name}_internal")
+    for (name, oid), v in zip(graph.outputs.items(), chosen):
+        v.name = name
+        fn.output_info[name] = FeatureInfo(name, extra={"webnn_data_type": ctx.dtypes[oid]})
+    fn.block.set_outputs(chosen)
