@@ -70,6 +70,9 @@ def _bin_constant(doc: dict, **fields) -> None:  # noqa: ANN003
     (lambda d: d["operators"].append(op("softmax", ("input", "x"), ("axis", 5), outputs="z")),
      ["softmax", "invalid"]),
     (lambda d: d["operators"].append(op("reshape", ("input", "x"), ("newShape", [5]), outputs="z")), ["reshape"]),
+    (lambda d: d["operators"][0].update(descriptors=[{"dataType": "float32", "shape": [3, 2]}]),
+     ["add", "recorded as float32 [3, 2] but the operation gives float32 [2, 3]"]),
+    (lambda d: d["operators"][0].update(descriptors=[]), ["one descriptor per output"]),
 ])
 def test_malformed_graph_files(tmp_path: Path, change, needles: list[str]) -> None:  # noqa: ANN001
     path = _write(tmp_path, _with(change), blob=bytes(32))

@@ -145,3 +145,21 @@ export async function build(context) {{
     prog = converter.load(path)
     assert prog.main.inputs[0].name == name
     assert prog.main.outputs[0].name == name[::-1]
+
+
+def test_constant_forms(tmp_path: Path) -> None:
+    """constant(dataType, value) scalars (float16 encoded by the recorder, int64 from a BigInt), a
+    typed-array view with a byte offset into model.bin, and a bare ArrayBuffer."""
+    (tmp_path / "model.bin").write_bytes(bytes(8) + np.array([1, 2, 3, 4, 5, 6], np.float32).tobytes())
+    path = _module(tmp_path, """
+  const w = b.constant({dataType: 'float32', shape: [2, 3]}, new Float32Array(weights, 8, 6));
+  const raw = b.constant({dataType: 'float32', shape: [2, 3]}, weights.slice(8));
+  const h = b.cast(b.constant('float16', 1.5), 'float32');
+  const i = b.add(b.cast(x, 'int64'), b.constant('int64', 5n));
+  return b.build({y: b.add(b.add(x, w), b.mul(raw, h)), i});""")
+    prog = converter.load(path)
+    x = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = converter.run(prog, {"x": x})
+    w = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
+    np.testing.assert_array_equal(out["y"], x + w + w * 1.5)
+    np.testing.assert_array_equal(out["i"], x.astype(np.int32) + 5)

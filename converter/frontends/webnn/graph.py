@@ -59,6 +59,8 @@ class Operator:
     options: dict[str, Any]
     outputs: list[str]
     label: str | None = None
+    #: The output descriptors the recorder inferred from the spec (None in hand-written files).
+    descriptors: list[Descriptor] | None = None
 
     @property
     def where(self) -> str:
@@ -231,8 +233,9 @@ class _Reader:
         return g
 
     def operator(self, index: int, raw: Any, table: dict[str, Signature]) -> Operator:
-        if not isinstance(raw, dict) or set(raw) - {"name", "arguments", "outputs"}:
-            raise self.fail(f"operator #{index} must be {{name, arguments, outputs}}", field_=f"operators[{index}]")
+        if not isinstance(raw, dict) or set(raw) - {"name", "arguments", "outputs", "descriptors"}:
+            raise self.fail(f"operator #{index} must be {{name, arguments, outputs, descriptors?}}",
+                            field_=f"operators[{index}]")
         method = raw.get("name")
         sig = table.get(method) if isinstance(method, str) else None
         if sig is None:
@@ -269,6 +272,11 @@ class _Reader:
         if not isinstance(outs, list) or not outs:
             raise self.fail("outputs must be an operand id or a list of them", op=op, field_="outputs")
         op.outputs = [self.new_id(o, f"operators[{index}].outputs") for o in outs]
+        if "descriptors" in raw:
+            descs = raw["descriptors"]
+            if not isinstance(descs, list) or len(descs) != len(op.outputs):
+                raise self.fail("descriptors must list one descriptor per output", op=op, field_="descriptors")
+            op.descriptors = [self.descriptor(d, f"operators[{index}].descriptors") for d in descs]
         return op
 
     def value(self, op: Operator, name: str, kind: Any, value: Any) -> Any:

@@ -610,8 +610,9 @@ class MLGraphBuilder {
     const optJson = Object.fromEntries(Object.entries(o).map(([k, v]) => [k, toJson(sig.options[k], v)]));
     if (label !== undefined) optJson.label = label;
     if (Object.keys(optJson).length) argList.push({ options: optJson });
-    builder.#state.ops.push({ name: method, arguments: argList, outputs: ids.length === 1 && !["split", "gru", "lstm", "lstmCell"].includes(method) ? ids[0] : ids });
-    return ids.length === 1 && !["split", "gru", "lstm", "lstmCell"].includes(method) ? operands[0] : operands;
+    const single = ids.length === 1 && !["split", "gru", "lstm", "lstmCell"].includes(method);
+    builder.#state.ops.push({ name: method, arguments: argList, outputs: single ? ids[0] : ids, descriptors: outs });
+    return single ? operands[0] : operands;
   }
 }
 

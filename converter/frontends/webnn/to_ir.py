@@ -17,7 +17,7 @@ from ...ir.core import FeatureInfo, Function, Program
 from ...ir.types import TensorType, dtype
 from . import ops_elementwise, ops_nn, ops_recurrent, ops_tensor  # noqa: F401  (fill the table)
 from .context import IR_DTYPE, Ctx
-from .graph import Graph
+from .graph import Graph, Operator
 from .registry import MAPPINGS
 
 #: The opset of the program: iOS17 has the widest dtype support of the ops used here.
@@ -34,6 +34,19 @@ def _narrow(arr: np.ndarray, wdt: str, graph: Graph, oid: str) -> np.ndarray:
         raise UnsupportedError(f"constant '{oid}' ({wdt}) holds values outside the int32 range, which Core ML "
                                "programs cannot hold", file=graph.path)
     return arr.astype(want)
+
+
+def _check_recorded(ctx: Ctx, op: Operator, wdts: list[str]) -> None:
+    """The recorder's spec shapes and types must be what the IR mapping produced: a mismatch is a
+    file that lies about its operands (or a bug on one side), never silently a different model."""
+    if op.descriptors is None:
+        return
+    for oid, wdt, desc in zip(op.outputs, wdts, op.descriptors):
+        got = ctx.shape(oid)
+        if desc.data_type != wdt or got != desc.shape:
+            raise FormatError(f"output '{oid}' is recorded as {desc.data_type} {list(desc.shape)} but the "
+                              f"operation gives {wdt} {list(got)}", file=ctx.graph.path, op=op.where,
+                              op_type=op.method)
 
 
 def graph_to_program(graph: Graph) -> Program:
@@ -62,6 +75,7 @@ def graph_to_program(graph: Graph) -> Program:
                                   file=graph.path, op=op.where, op_type=op.method)
             for oid, wdt, v in zip(op.outputs, wdts, results):
                 ctx.values[oid], ctx.dtypes[oid] = ctx.fit(v, wdt), wdt
+            _check_recorded(ctx, op, wdts)
         except ConverterError as e:
             if isinstance(e, (FormatError, UnsupportedError)):
                 raise e.with_location(file=graph.path, op=op.where, op_type=op.method) from None
