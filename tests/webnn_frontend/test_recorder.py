@@ -163,3 +163,10 @@ def test_constant_forms(tmp_path: Path) -> None:
     w = np.arange(1, 7, dtype=np.float32).reshape(2, 3)
     np.testing.assert_array_equal(out["y"], x + w + w * 1.5)
     np.testing.assert_array_equal(out["i"], x.astype(np.int32) + 5)
+
+
+def test_a_module_printing_without_bound_keeps_only_the_last_error(tmp_path: Path) -> None:
+    path = _module(tmp_path, "for (let i = 0; i < 20000; i++) console.error('x'.repeat(100));\n"
+                             "  throw new Error('the real problem');")
+    with pytest.raises(FormatError, match="the real problem"):
+        converter.load(path)

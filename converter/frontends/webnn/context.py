@@ -26,7 +26,6 @@ from .graph import Graph, Operator
 #: WebNN data type -> the IR dtype that holds it.
 IR_DTYPE = {"float32": "fp32", "float16": "fp16", "int32": "int32", "int8": "int8", "uint8": "uint8",
             "int64": "int32", "uint32": "int32", "uint64": "int32"}
-FLOAT_TYPES = ("float32", "float16")
 
 
 @dataclass

@@ -25,8 +25,6 @@ from .graph import Operator
 from .registry import maps
 
 FLOATS = ("fp32", "fp16")
-LSTM_LAYOUTS = {"iofg": "iofg", "ifgo": "ifgo"}
-GRU_LAYOUTS = {"zrn": "zrn", "rzn": "rzn"}
 
 
 def _act(ctx: Ctx, name: str, x: Value) -> Value:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...ir.core import Value
-from .context import FLOAT_TYPES, IR_DTYPE, Ctx
+from .context import IR_DTYPE, Ctx
 from .graph import Operator
 from .registry import maps
 
@@ -290,5 +290,3 @@ def quantize_linear(ctx: Ctx, op: Operator) -> list[Value]:
     q = b.clip(x=q, alpha=ctx.const(float(lo), q), beta=ctx.const(float(hi), q))
     return [b.cast(x=q, dtype=IR_DTYPE[zdt])]
 
-
-__all__ = ["FLOAT_TYPES", "broadcast_to"]

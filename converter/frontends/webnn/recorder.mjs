@@ -11,8 +11,8 @@
 // Chromium silently ignores unknown option keys; here every call is checked (method, argument
 // kinds, operand ownership, option keys, enum values, data types, ranks, shapes) and a violation
 // throws a TypeError naming the method, the argument and the problem. A violation the module
-// catches still fails the recording. Exit status: 0 written, 1 error (one line on stderr starting
-// with "recorder: ").
+// catches still fails the recording. Exit status: 0 written, 1 error (one line starting with
+// "recorder: " on stderr and in OUT_JSON.error).
 import { readFileSync, writeFileSync, existsSync, openSync, writeSync, closeSync, renameSync } from "node:fs";
 import { dirname, join, basename } from "node:path";
 import { pathToFileURL, fileURLToPath } from "node:url";
@@ -627,7 +627,11 @@ const recorded = new WeakMap(); // MLGraph -> {state, outputs}
 // ---- main ---------------------------------------------------------------------------------------
 
 function die(message) {
-  process.stderr.write(`recorder: ${String(message).replace(/[\r\n]+/g, " ").slice(0, 2000)}\n`);
+  // also in OUT_JSON.error: a module may flood stderr, and an exit drops queued pipe writes
+  const line = `recorder: ${String(message).replace(/[\r\n]+/g, " ").slice(0, 2000)}\n`;
+  const outJson = process.argv[3];
+  try { if (outJson) writeFileSync(`${outJson}.error`, line); } catch { /* stderr still has it */ }
+  try { writeSync(2, line); } catch { /* nothing more to do */ }
   process.exit(1);
 }
 
