@@ -38,7 +38,16 @@ SOURCE_PATH = "source_path"
 
 
 def load(path: str | os.PathLike) -> Program:
-    """Read a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory) into the IR."""
+    """Read a model into the IR: a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory), or
+    a WebNN graph (``model.js`` run under Node, or a ``.webnn.json`` graph file)."""
+    from .frontends.webnn import is_webnn_path
+
+    if is_webnn_path(path):
+        from .frontends.webnn import load_webnn
+
+        prog = load_webnn(path)
+        prog.meta[SOURCE_PATH] = os.path.abspath(path)
+        return prog
     mf = read_model_file(path)
     kind = mf.model.WhichOneof("Type")
     if kind == "mlProgram":
