@@ -22,3 +22,9 @@ def run_webnn(browser: WebnnBrowser, prog: Program, feeds: dict[str, Any], folde
     inputs = module_features(folder, "inputs")
     result = browser.run(folder, {n: np.asarray(feeds[n]).astype(DTYPES[d["dataType"]]) for n, d in inputs.items()})
     return result.outputs
+
+
+def computes_in_fp16(prog: Program) -> bool:
+    """Whether any op of the program computes in float16 (then fp16 tolerances apply)."""
+    return any(getattr(v.type, "dtype", None) is not None and v.type.dtype.name == "fp16"
+               for op in prog.walk() for v in op.outputs)

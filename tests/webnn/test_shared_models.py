@@ -29,6 +29,7 @@ from converter.runtime_io import adapt_feeds
 from ..nn_models.shared import model_id
 from ..passes.test_models import MODELS, _feeds, _torch_reference
 from .browser_client import DTYPES, WebnnBrowser, module_features
+from .helpers import computes_in_fp16
 
 FP32_BOUND = 1e-3
 FP16_BOUND = 2.0**-7
@@ -39,10 +40,6 @@ REFUSED: dict[str, str] = {}
 
 def _ir_outputs(prog: converter.Program, ir_feeds: dict[str, Any]) -> dict[str, Any]:
     return Interpreter(prog).run(ir_feeds, prog.main.name)
-
-
-def _is_fp16(path: Path) -> bool:
-    return "fp16" in path.name.lower()
 
 
 def _compare(name: str, got: np.ndarray, want: Any, bound: float) -> float:
@@ -79,7 +76,7 @@ def test_shared_model_runs_in_the_browser(path: Path, layout: str, webnn_browser
     browser_feeds = {name: np.asarray(ir_feeds[name]).astype(DTYPES[d["dataType"]])
                      for name, d in module_inputs.items()}
     result = webnn_browser.run(out, browser_feeds, timeout_s=120)
-    bound = FP16_BOUND if _is_fp16(path) else FP32_BOUND
+    bound = FP16_BOUND if computes_in_fp16(prog) else FP32_BOUND
     errors = {}
     module_outputs = module_features(out, "outputs")
     for name, value in want.items():

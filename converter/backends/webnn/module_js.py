@@ -14,7 +14,8 @@ from .jsliteral import js_comment, js_json, js_value
 
 _RUNTIME = r"""
 const TYPED_ARRAYS = {
-  float32: Float32Array, float16: globalThis.Float16Array, int32: Int32Array, uint32: Uint32Array,
+  // float16 data as Float16Array where the JavaScript engine has it, else as its raw bits (Uint16Array)
+  float32: Float32Array, float16: globalThis.Float16Array ?? Uint16Array, int32: Int32Array, uint32: Uint32Array,
   int64: BigInt64Array, uint64: BigUint64Array, int8: Int8Array, uint8: Uint8Array,
 };
 
