@@ -170,12 +170,21 @@ def _ulp_distance(actual: np.ndarray, expected: np.ndarray) -> np.ndarray:
     return np.abs(actual.astype(np.int64) - expected.astype(np.int64))
 
 
+def case_program(case: dict) -> tuple[Any, dict[str, np.ndarray]]:
+    """The case's graph read by the WebNN frontend (an IR program), and its feeds."""
+    doc, feeds = to_graph_doc(case["graph"])
+    return graph_to_program(graph_from_dict(doc, f"<{case['name']}>")), feeds
+
+
 def check_case(case: dict) -> str | None:
-    """None when the case passes, else why not."""
+    """None when the case passes through the frontend and our interpreter, else why not."""
+    prog, feeds = case_program(case)
+    return compare_outputs(case, Interpreter(prog).run(feeds))
+
+
+def compare_outputs(case: dict, outs: dict[str, Any]) -> str | None:
+    """None when ``outs`` match the case's expected outputs within its tolerance, else why not."""
     graph = case["graph"]
-    doc, feeds = to_graph_doc(graph)
-    prog = graph_to_program(graph_from_dict(doc, f"<{case['name']}>"))
-    outs = Interpreter(prog).run(feeds)
     for name, exp in graph["expectedOutputs"].items():
         desc = exp["descriptor"]
         expected = expected_array(exp["data"], desc)

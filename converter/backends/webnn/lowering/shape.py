@@ -239,7 +239,13 @@ def _gather(e: GraphEmitter, op: Op) -> None:
     if int(np.asarray(e.param(op, "batch_dims") if "batch_dims" in op.inputs else 0).reshape(-1)[0]) != 0:
         raise LoweringError("gather with batch_dims has no WebNN form")
     idx = _indices(e, op.inputs["indices"], x.shape[axis])
-    e.bind(out(op), e.emit("gather", x, idx, shape=e.shape(out(op)), dtype=x.dtype, axis=axis))
+    shape = e.shape(out(op))
+    if not shape:  # Chromium gathers into rank >= 1 only: gather one index as [1], then reshape to a scalar
+        idx = reshape(e, idx, [1])
+        one = e.emit("gather", x, idx, shape=[1], dtype=x.dtype, axis=axis)
+        e.bind(out(op), e.emit("reshape", one, [], shape=[], dtype=x.dtype))
+        return
+    e.bind(out(op), e.emit("gather", x, idx, shape=shape, dtype=x.dtype, axis=axis))
 
 
 @lowering("gather_along_axis", note="gatherElements; negative indices wrapped")
