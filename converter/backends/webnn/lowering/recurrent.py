@@ -35,6 +35,7 @@ tests/webnn/test_recurrent.py:
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -255,8 +256,9 @@ def _binary(e: GraphEmitter, method: str, a: Operand, b: Operand) -> Operand:
     return e.emit(method, a, b, shape=shape, dtype=a.dtype)
 
 
-def _add_const(e: GraphEmitter, x: Operand, c: np.ndarray) -> Operand:
-    return x if not np.any(c) else _binary(e, "add", x, e.constant(c, x.dtype))
+def _add(e: GraphEmitter, x: Operand, c: Operand | None) -> Operand:
+    """``x + c``; None is a zero constant, left out."""
+    return x if c is None else _binary(e, "add", x, c)
 
 
 def _split(e: GraphEmitter, x: Operand, parts: int) -> list[Operand]:
@@ -264,9 +266,17 @@ def _split(e: GraphEmitter, x: Operand, parts: int) -> list[Operand]:
     return e.emit_multi("split", x, parts, outputs=[((b, n // parts), x.dtype)] * parts, axis=1)
 
 
-def _matmul(e: GraphEmitter, x: Operand, w_t: np.ndarray) -> Operand:
-    """``x @ w_t`` for a constant ``w_t``."""
-    return e.emit("matmul", x, e.constant(w_t, x.dtype), shape=[x.shape[0], w_t.shape[1]], dtype=x.dtype)
+def _matmul(e: GraphEmitter, x: Operand, w_t: Operand) -> Operand:
+    return e.emit("matmul", x, w_t, shape=[x.shape[0], w_t.shape[1]], dtype=x.dtype)
+
+
+def _weight(e: GraphEmitter, arr: np.ndarray, dtype: str) -> Operand:
+    return e.constant(np.ascontiguousarray(arr), dtype)
+
+
+def _optional(e: GraphEmitter, arr: np.ndarray, dtype: str) -> Operand | None:
+    """A bias or peephole constant; None when it is zero (the add or product is left out)."""
+    return e.constant(np.ascontiguousarray(arr), dtype) if np.any(arr) else None
 
 
 def _initial(e: GraphEmitter, v: Value, r: Recurrent, d: int) -> Operand:
@@ -319,7 +329,15 @@ def _concat_last(e: GraphEmitter, parts: list[Operand]) -> Operand:
     return e.emit("concat", parts, len(shape) - 1, shape=shape, dtype=parts[0].dtype)
 
 
-def _unrolled(e: GraphEmitter, r: Recurrent, step, n_states: int) -> None:  # noqa: ANN001 - step(e, x_t, states, w)
+Cell = dict[str, Operand | None]
+#: a direction's weights (numpy) -> the constants its cell reads, written once and shared by every step
+Prepare = Callable[[dict[str, np.ndarray]], Cell]
+#: one time step: (the step's input projection [b, G*H], the states [b, H] (h first), the cell's
+#: constants) -> the new states
+Step = Callable[[Operand, list[Operand], Cell], list[Operand]]
+
+
+def _unrolled(e: GraphEmitter, r: Recurrent, prepare: Prepare, step: Step, n_states: int) -> None:
     """Run ``step`` over the sequence for each direction and bind the IR outputs."""
     op = r.op
     y, *state_values = op.outputs
@@ -330,9 +348,10 @@ def _unrolled(e: GraphEmitter, r: Recurrent, step, n_states: int) -> None:  # no
         reverse = r.direction == "reverse" or d == 1
         steps = _Steps(e, r, w["w_ih"], w["b_in"], reverse)
         states = [_initial(e, op.inputs[k], r, d) for k in ("initial_h", "initial_c")[:n_states]]
+        cell = prepare(w)
         hs = []
         for t in steps.times:
-            states = step(e, steps.at(t), states, w)
+            states = step(steps.at(t), states, cell)
             hs.append(states[0])
         if keep_seq:
             if d == 1:  # the bidirectional op's backward half is aligned to input positions
@@ -366,27 +385,30 @@ def _lstm(e: GraphEmitter, op: Op) -> None:
         _direct(e, r, "lstm", LSTM_TO_IOFG, 2, layout="iofg",
                 peepholeWeight=_stacked_or_none(e, r, "peephole", PEEPHOLE_TO_IOF))
         return
-    rec, cell, out_act = r.activations
+    rec, cell_act, out_act = r.activations
     h = r.hidden
 
-    def step(e: GraphEmitter, x_t: Operand, states: list[Operand], w: dict[str, np.ndarray]) -> list[Operand]:
+    def prepare(w: dict[str, np.ndarray]) -> Cell:
+        peepholes = {f"p_{g}": _optional(e, w["peephole"][k * h:(k + 1) * h], r.dtype) for k, g in enumerate("ifo")}
+        return {"w_hh_t": _weight(e, w["w_hh"].T, r.dtype), **peepholes}
+
+    def step(x_t: Operand, states: list[Operand], k: Cell) -> list[Operand]:
         h_prev, c_prev = states
-        g = _binary(e, "add", x_t, _matmul(e, h_prev, np.ascontiguousarray(w["w_hh"].T)))
+        g = _binary(e, "add", x_t, _matmul(e, h_prev, k["w_hh_t"]))
         g_i, g_f, g_o, g_z = _split(e, g, 4)
-        p_i, p_f, p_o = (w["peephole"][k * h:(k + 1) * h] for k in range(3))
 
-        def peep(gate: Operand, p: np.ndarray, c: Operand) -> Operand:
-            return gate if not np.any(p) else _binary(e, "add", gate, _binary(e, "mul", c, e.constant(p, r.dtype)))
+        def peep(gate: Operand, p: Operand | None, c: Operand) -> Operand:
+            return gate if p is None else _binary(e, "add", gate, _binary(e, "mul", c, p))
 
-        i = _activation(e, rec, peep(g_i, p_i, c_prev))
-        f = _activation(e, rec, peep(g_f, p_f, c_prev))
-        c = _binary(e, "add", _binary(e, "mul", f, c_prev), _binary(e, "mul", i, _activation(e, cell, g_z)))
+        i = _activation(e, rec, peep(g_i, k["p_i"], c_prev))
+        f = _activation(e, rec, peep(g_f, k["p_f"], c_prev))
+        c = _binary(e, "add", _binary(e, "mul", f, c_prev), _binary(e, "mul", i, _activation(e, cell_act, g_z)))
         if clip is not None:
             c = e.emit("clamp", c, shape=c.shape, dtype=c.dtype, minValue=-clip, maxValue=clip)
-        o = _activation(e, rec, peep(g_o, p_o, c))
+        o = _activation(e, rec, peep(g_o, k["p_o"], c))
         return [_binary(e, "mul", o, _activation(e, out_act, c)), c]
 
-    _unrolled(e, r, step, 2)
+    _unrolled(e, r, prepare, step, 2)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -408,26 +430,29 @@ def _gru(e: GraphEmitter, op: Op) -> None:
         w["w_ih"] = reorder_blocks(w["w_ih"], (0, 2, 1))
         w["b_in"] = reorder_blocks(w["b_in"], (0, 2, 1))
 
-    def step(e: GraphEmitter, x_t: Operand, states: list[Operand], w: dict[str, np.ndarray]) -> list[Operand]:
+    def prepare(w: dict[str, np.ndarray]) -> Cell:
+        r_hh, o_hh, z_hh = np.split(w["w_hh"], 3)
+        b_r, b_o, b_z = np.split(w["b_hid"], 3)
+        return {"rz_t": _weight(e, np.concatenate([r_hh, z_hh]).T, r.dtype), "o_t": _weight(e, o_hh.T, r.dtype),
+                "b_rz": _optional(e, np.concatenate([b_r, b_z]), r.dtype), "b_o": _optional(e, b_o, r.dtype)}
+
+    def step(x_t: Operand, states: list[Operand], k: Cell) -> list[Operand]:
         (h_prev,) = states
         x_rz = e.emit("slice", x_t, [0, 0], [r.batch, 2 * h], shape=[r.batch, 2 * h], dtype=x_t.dtype)
         x_o = e.emit("slice", x_t, [0, 2 * h], [r.batch, h], shape=[r.batch, h], dtype=x_t.dtype)
-        r_hh, o_hh, z_hh = np.split(w["w_hh"], 3)
-        b_r, b_o, b_z = np.split(w["b_hid"], 3)
-        rz_t = np.ascontiguousarray(np.concatenate([r_hh, z_hh]).T)
-        hid_rz = _add_const(e, _matmul(e, h_prev, rz_t), np.concatenate([b_r, b_z]))
+        hid_rz = _add(e, _matmul(e, h_prev, k["rz_t"]), k["b_rz"])
         gate_r, gate_z = _split(e, _activation(e, rec, _binary(e, "add", x_rz, hid_rz)), 2)
         if reset_after:
-            hid_o = _add_const(e, _matmul(e, h_prev, np.ascontiguousarray(o_hh.T)), b_o)
+            hid_o = _add(e, _matmul(e, h_prev, k["o_t"]), k["b_o"])
             pre = _binary(e, "add", x_o, _binary(e, "mul", gate_r, hid_o))
         else:
-            hid_o = _add_const(e, _matmul(e, _binary(e, "mul", gate_r, h_prev), np.ascontiguousarray(o_hh.T)), b_o)
+            hid_o = _add(e, _matmul(e, _binary(e, "mul", gate_r, h_prev), k["o_t"]), k["b_o"])
             pre = _binary(e, "add", x_o, hid_o)
         n = _activation(e, act, pre)
         # (1 - z) n + z h = n + z (h - n)
         return [_binary(e, "add", n, _binary(e, "mul", gate_z, _binary(e, "sub", h_prev, n)))]
 
-    _unrolled(e, r, step, 1)
+    _unrolled(e, r, prepare, step, 1)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -441,9 +466,11 @@ def _rnn(e: GraphEmitter, op: Op) -> None:
     r = _read(e, op, ("activation",))
     (act,) = r.activations
 
-    def step(e: GraphEmitter, x_t: Operand, states: list[Operand], w: dict[str, np.ndarray]) -> list[Operand]:
-        (h_prev,) = states
-        pre = _binary(e, "add", x_t, _matmul(e, h_prev, np.ascontiguousarray(w["w_hh"].T)))
-        return [_activation(e, act, pre)]
+    def prepare(w: dict[str, np.ndarray]) -> Cell:
+        return {"w_hh_t": _weight(e, w["w_hh"].T, r.dtype)}
 
-    _unrolled(e, r, step, 1)
+    def step(x_t: Operand, states: list[Operand], k: Cell) -> list[Operand]:
+        (h_prev,) = states
+        return [_activation(e, act, _binary(e, "add", x_t, _matmul(e, h_prev, k["w_hh_t"])))]
+
+    _unrolled(e, r, prepare, step, 1)
