@@ -346,6 +346,7 @@ def test_fp16_precision_in_the_browser(v: Variant, webnn_browser: WebnnBrowser, 
     for o, w in zip(prog.main.outputs, _expected(v, data)):
         err = float(np.max(np.abs(np.asarray(got[o.name], np.float64) - w)))
         assert err <= 1e-2 * max(1.0, float(np.max(np.abs(w)))), f"{o.name}: {err:.3g}"
+        print(v.id, "fp16", o.name, f"max abs error {err:.2g}")
 
 
 @pytest.mark.parametrize("op,status", [("lstm", "direct"), ("gru", "direct"), ("rnn", "decomposed")])
