@@ -148,7 +148,11 @@ def _slice_by_index(e: GraphEmitter, op: Op) -> None:
         raise LoweringError("slice bounds must be known at conversion time")
     starts, sizes, steps, reverse_axes = [0] * len(shape), list(shape), [1] * len(shape), []
     for axis, (d, b, en, s, sq) in enumerate(zip(shape, begins, ends, strides, squeeze)):
-        idx = np.arange(d)[(0 if b is None else b):(0 if b is None else b) + 1] if sq else np.arange(d)[slice(b, en, s)]
+        if sq:  # one index, which may count from the end
+            at = 0 if b is None else (b + d if b < 0 else b)
+            idx = np.arange(d)[at:at + 1] if at >= 0 else np.arange(0)
+        else:
+            idx = np.arange(d)[slice(b, en, s)]
         if sq and idx.size == 0:
             raise LoweringError(f"squeezed index {b} is out of range for size {d}")
         if idx.size == 0:
