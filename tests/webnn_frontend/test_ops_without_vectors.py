@@ -79,6 +79,16 @@ def test_pools(method: str, layout: str, tmp_path: Path) -> None:
     _close(y, ref)
 
 
+def test_resample2d_linear_scales_use_the_size_ratio(tmp_path: Path) -> None:
+    """scales [1.7, 0.6] on 4 x 5 give 6 x 3, sampled with the ratios 6/4 and 3/5 (spec: scale =
+    outputSize / inputSize; Chromium 153 computes the same), i.e. bilinear resizing to that size."""
+    x = _f32(1, 2, 4, 5)
+    doc = graph_doc([op("resample2d", ("input", "x"), options={"mode": "linear", "scales": [1.7, 0.6]}, outputs="y")],
+                    {"y": "y"}, inputs={"x": x})
+    ref = torch.nn.functional.interpolate(torch.from_numpy(x), size=(6, 3), mode="bilinear", align_corners=False)
+    _close(_both(doc, {"x": x}, tmp_path)["y"], ref.numpy())
+
+
 def test_resample2d_linear_sizes_matches_half_pixel_bilinear(tmp_path: Path) -> None:
     x = _f32(1, 2, 4, 5)
     doc = graph_doc([op("resample2d", ("input", "x"), options={"mode": "linear", "sizes": [7, 3]}, outputs="y")],
@@ -93,9 +103,11 @@ def test_resample2d_nearest_scales_on_nhwc_axes(tmp_path: Path) -> None:
                     {"y": "y"}, inputs={"x": x})
     y = _both(doc, {"x": x}, tmp_path)["y"]
 
-    def index(n: int, scale: float) -> np.ndarray:  # spec 8.9.41: half-pixel, then ceil(c - 0.5)
-        out = int(np.floor(n * scale))
-        c = np.clip((np.arange(out) + 0.5) / scale - 0.5, 0, n - 1)
+    def index(n: int, given_scale: float) -> np.ndarray:
+        """Spec 8.9.41: output size from the scale; ``scale = outputSize / inputSize``; half-pixel
+        coordinate clamped to the input; nearest ``ceil(c - 0.5)``."""
+        out = int(np.floor(n * given_scale))
+        c = np.clip((np.arange(out) + 0.5) / (out / n) - 0.5, 0, n - 1)
         return np.ceil(c - 0.5).astype(int)
 
     np.testing.assert_array_equal(y, x[:, index(3, 1.5)][:, :, index(5, 0.5)])
