@@ -170,3 +170,17 @@ def test_a_module_printing_without_bound_keeps_only_the_last_error(tmp_path: Pat
                              "  throw new Error('the real problem');")
     with pytest.raises(FormatError, match="the real problem"):
         converter.load(path)
+
+
+def test_float16_constants_from_float16array_views_and_numbers(tmp_path: Path) -> None:
+    """Node 20 has no Float16Array: the recorder's stand-in keeps the bits of a view into model.bin
+    and rounds numbers to float16."""
+    half = np.array([0.1, -2.5, 65504, 1e-7], np.float16)
+    (tmp_path / "model.bin").write_bytes(half.tobytes())
+    path = _module(tmp_path, """
+  const a = b.constant({dataType: 'float16', shape: [4]}, new Float16Array(weights, 0, 4));
+  const c = b.constant({dataType: 'float16', shape: [4]}, new Float16Array([0.1, -2.5, 65504, 1e-7]));
+  return b.build({y: b.add(x, a), z: b.add(x, c)});""", inputs="{x: {dataType: 'float16', shape: [4]}}")
+    out = converter.run(converter.load(path), {"x": np.zeros(4, np.float16)})
+    np.testing.assert_array_equal(out["y"].view(np.uint16), half.view(np.uint16))
+    np.testing.assert_array_equal(out["z"].view(np.uint16), half.view(np.uint16))

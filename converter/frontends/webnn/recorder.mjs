@@ -498,6 +498,21 @@ const F16 = (() => {
   };
 })();
 
+// Node before 24 has no Float16Array; modules write float16 weights with it (Chromium warns about
+// Uint16Array). This stand-in holds float16 bit patterns: views of a buffer keep their bytes, and
+// numbers given to the constructor are rounded to float16 (nearest even).
+if (typeof globalThis.Float16Array === "undefined") {
+  globalThis.Float16Array = class Float16Array extends Uint16Array {
+    constructor(a, b, c) {
+      if (a !== null && typeof a === "object" && !(a instanceof ArrayBuffer) && !ArrayBuffer.isView(a)
+          && !(typeof SharedArrayBuffer !== "undefined" && a instanceof SharedArrayBuffer)) {
+        super(Array.from(a, (v) => F16(Number(v))));
+      } else if (typeof a === "number" || a === undefined) super(a ?? 0);
+      else super(a, b, c);
+    }
+  };
+}
+
 const TYPED = { float32: Float32Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, int8: Int8Array, uint8: Uint8Array };
 
 class MLGraphBuilder {
