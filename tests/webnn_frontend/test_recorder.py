@@ -184,3 +184,24 @@ def test_float16_constants_from_float16array_views_and_numbers(tmp_path: Path) -
     out = converter.run(converter.load(path), {"x": np.zeros(4, np.float16)})
     np.testing.assert_array_equal(out["y"].view(np.uint16), half.view(np.uint16))
     np.testing.assert_array_equal(out["z"].view(np.uint16), half.view(np.uint16))
+
+
+def test_the_module_is_confined_to_its_folder(tmp_path: Path) -> None:
+    """Under Node's permission model the module cannot write outside the recorder's output folder,
+    read outside its own folder, or start processes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = _module(folder, f"""
+  const fs = await import('node:fs');
+  const cp = await import('node:child_process');
+  const tries = [() => fs.writeFileSync({str(outside / 'pwned')!r}, 'x'), () => fs.readFileSync({str(outside / 'secret.txt')!r}),
+                 () => cp.execSync('true')];
+  const denied = tries.map((f) => {{ try {{ f(); return 'allowed'; }} catch (e) {{ return e.code; }} }});
+  if (denied.some((d) => d !== 'ERR_ACCESS_DENIED')) throw new Error('not confined: ' + denied.join());
+  return b.build({{y: b.relu(x)}});""")
+    prog = converter.load(path)
+    assert [v.name for v in prog.main.outputs] == ["y"]
+    assert not (outside / "pwned").exists()
