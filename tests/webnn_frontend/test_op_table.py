@@ -47,3 +47,23 @@ def test_option_keys_are_the_spec_dictionary_members(method: str) -> None:
     if method in GROUPED or method.startswith("reduce"):
         return  # a shared section: its members are the union
     assert members <= set(TABLE[method]["options"]), members - set(TABLE[method]["options"])
+
+
+_ELEMENTWISE = {"Element-wise binary operations": ("add", "sub", "mul", "div", "max", "min", "pow"),
+                "Element-wise logical operations": ("equal", "notEqual", "greater", "greaterOrEqual", "lesser",
+                                                    "lesserOrEqual", "logicalNot", "logicalAnd", "logicalOr",
+                                                    "logicalXor", "isNaN", "isInfinite"),
+                "Element-wise unary operations": ("abs", "ceil", "cos", "erf", "exp", "floor", "identity", "log",
+                                                  "neg", "reciprocal", "roundEven", "sign", "sin", "sqrt", "tan"),
+                # the shipped text runs prelu's heading into the end of the averagePool2d section
+                "averagePool2d": ("prelu",)}
+
+
+@pytest.mark.parametrize("method", sorted(TABLE))
+def test_positional_parameters_are_named_as_in_the_spec(method: str) -> None:
+    sections = _sections()
+    title = next((t for t, methods in _ELEMENTWISE.items() if method in methods), None)
+    body = sections[title] if title else _section_of(method, sections)
+    assert body is not None, f"no spec section for {method}"
+    for name, _ in TABLE[method]["args"]:
+        assert re.search(rf"(?:^|[\s-]){name}: ", body), f"{method}: no parameter '{name}' in the spec section"

@@ -70,7 +70,7 @@ def test_constants_are_views_of_the_recorded_weights(tmp_path: Path) -> None:
      "  return b.build({y: b.add(x, z)});", ["add", "b:", "another MLGraphBuilder"]),
     ("return b.build({y: b.conv3d(x)});", ["conv3d", "not a function"]),
     ("return b.build({y: b.softmax(x, 2)});", ["softmax", "axis 2 is out of range"]),
-    ("return b.build({y: b.cast(x, 'bool')});", ["cast", "type"]),
+    ("return b.build({y: b.cast(x, 'bool')});", ["cast", "dataType"]),
     ("return b.build({y: b.pad(x, [0], [0], {mode: 'symmetric'})});", ["pad", "options.mode"]),
     ("return b.build({y: b.input('w', {dataType: 'float32', dimensions: [2]})});", ["input", "dimensions"]),
     ("try { b.relu(x, {alpha: 1}); } catch (e) {}\n  return b.build({y: b.relu(x)});", ["relu", "options.alpha"]),

@@ -296,7 +296,7 @@ const INFER = {
     for (const k of ["scale", "bias"]) if (o[k]) { sameType(m, `options.${k}`, o[k], a.input); needShape(m, `options.${k}`, o[k], [s[axis]]); }
     return [same(a.input)];
   },
-  cast: (m, a) => [out(a.type, info(a.input).shape)],
+  cast: (m, a) => [out(a.dataType, info(a.input).shape)],
   clamp: (m, a, o) => {
     if (typeof o.minValue === "number" && typeof o.maxValue === "number" && o.minValue > o.maxValue) fail(m, "options.minValue is greater than options.maxValue");
     return [same(a.input)];
@@ -468,7 +468,7 @@ for (const m of ["equal", "notEqual", "greater", "greaterOrEqual", "lesser", "le
 for (const m of ["logicalAnd", "logicalOr", "logicalXor"]) {
   INFER[m] = (mm, a) => { needTypes(mm, "a", a.a, ["uint8"]); needTypes(mm, "b", a.b, ["uint8"]); return [out("uint8", binary(mm, a))]; };
 }
-for (const m of ["isNaN", "isInfinite"]) INFER[m] = (mm, a) => { needTypes(mm, "input", a.input, FLOATS); return [out("uint8", info(a.input).shape)]; };
+for (const m of ["isNaN", "isInfinite"]) INFER[m] = (mm, a) => { needTypes(mm, "a", a.a, FLOATS); return [out("uint8", info(a.a).shape)]; };
 for (const m of ["ceil", "cos", "erf", "exp", "floor", "log", "reciprocal", "roundEven", "sin", "sqrt", "tan", "tanh", "sigmoid", "softplus", "softsign"]) INFER[m] = floatUnary;
 for (const m of ["abs", "neg", "sign", "relu", "identity"]) INFER[m] = (mm, a) => [same(a.input)];
 for (const m of Object.keys(TABLE.ops).filter((k) => k.startsWith("reduce"))) {
