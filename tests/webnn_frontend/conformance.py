@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 
 from converter.frontends.webnn.graph import FORMAT_NAME, FORMAT_VERSION, NUMPY_DTYPES, graph_from_dict
+from converter.frontends.webnn.signatures import signatures
 from converter.frontends.webnn.to_ir import graph_to_program
 from converter.ir.interpreter import Interpreter
 
@@ -124,9 +125,21 @@ def _bigint_strings(data: Any) -> Any:
     return data
 
 
+def _spec_argument_names(op: dict) -> dict:
+    """WPT lists arguments in call order under its own names (``cast``'s ``type``, ``isNaN``'s
+    ``input``); our format names them as the spec does (``dataType``, ``a``): rename by position."""
+    names = [name for name, _ in signatures()[op["name"]].args]
+    args = []
+    for i, a in enumerate(op["arguments"]):
+        ((key, value),) = a.items()
+        args.append({key if key == "options" or i >= len(names) else names[i]: value})
+    return dict(op, arguments=args)
+
+
 def to_graph_doc(graph: dict) -> tuple[dict, dict[str, np.ndarray]]:
     """A case graph in our format, and the feeds of its non-constant inputs."""
     graph = _bigint_strings_in(graph)
+    graph = dict(graph, operators=[_spec_argument_names(op) for op in graph["operators"]])
     doc: dict[str, Any] = {"format": FORMAT_NAME, "version": FORMAT_VERSION, "inputs": {}, "constants": {},
                            "operators": graph["operators"], "outputs": {}}
     feeds = {}

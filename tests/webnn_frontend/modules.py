@@ -105,6 +105,32 @@ def module_source(doc: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
+_RUN_JS = """
+export async function load(context) { return build(context, new ArrayBuffer(0)); }
+export async function run(context, graph, feeds) {
+  const CTORS = {float32: Float32Array, float16: globalThis.Float16Array, int32: Int32Array, uint32: Uint32Array,
+                 int64: BigInt64Array, uint64: BigUint64Array, int8: Int8Array, uint8: Uint8Array};
+  const ins = {}, outs = {}, results = {};
+  for (const [n, d] of Object.entries(inputs)) {
+    ins[n] = await context.createTensor({...d, writable: true});
+    context.writeTensor(ins[n], feeds[n]);
+  }
+  for (const [n, d] of Object.entries(outputs)) outs[n] = await context.createTensor({...d, readable: true});
+  context.dispatch(graph, ins, outs);
+  for (const [n, d] of Object.entries(outputs)) results[n] = new CTORS[d.dataType](await context.readTensor(outs[n]));
+  return results;
+}
+"""
+
+
+def browser_module_source(doc: dict, outputs: dict[str, dict]) -> str:
+    """``module_source(doc)`` plus the ``inputs``/``outputs``/``load``/``run`` exports of issue 9's
+    model.js contract, for the real-browser harness (``outputs``: name -> WebNN descriptor)."""
+    inputs = {raw.get("name", oid): raw["descriptor"] for oid, raw in doc["inputs"].items()}
+    return (f"export const inputs = {json.dumps(inputs)};\nexport const outputs = {json.dumps(outputs)};\n"
+            + module_source(doc) + _RUN_JS)
+
+
 def run_recorded(doc: dict, feeds: dict[str, np.ndarray], folder: Path) -> dict[str, np.ndarray]:
     """Write ``doc`` as model.js, record it under Node, load the recorded graph and run it."""
     folder.mkdir(parents=True, exist_ok=True)

@@ -79,6 +79,16 @@ def test_pools(method: str, layout: str, tmp_path: Path) -> None:
     _close(y, ref)
 
 
+def test_resample2d_linear_scales_use_the_size_ratio(tmp_path: Path) -> None:
+    """scales [1.7, 0.6] on 4 x 5 give 6 x 3, sampled with the ratios 6/4 and 3/5 (spec: scale =
+    outputSize / inputSize; Chromium 153 computes the same), i.e. bilinear resizing to that size."""
+    x = _f32(1, 2, 4, 5)
+    doc = graph_doc([op("resample2d", ("input", "x"), options={"mode": "linear", "scales": [1.7, 0.6]}, outputs="y")],
+                    {"y": "y"}, inputs={"x": x})
+    ref = torch.nn.functional.interpolate(torch.from_numpy(x), size=(6, 3), mode="bilinear", align_corners=False)
+    _close(_both(doc, {"x": x}, tmp_path)["y"], ref.numpy())
+
+
 def test_resample2d_linear_sizes_matches_half_pixel_bilinear(tmp_path: Path) -> None:
     x = _f32(1, 2, 4, 5)
     doc = graph_doc([op("resample2d", ("input", "x"), options={"mode": "linear", "sizes": [7, 3]}, outputs="y")],
@@ -93,9 +103,11 @@ def test_resample2d_nearest_scales_on_nhwc_axes(tmp_path: Path) -> None:
                     {"y": "y"}, inputs={"x": x})
     y = _both(doc, {"x": x}, tmp_path)["y"]
 
-    def index(n: int, scale: float) -> np.ndarray:  # spec 8.9.41: half-pixel, then ceil(c - 0.5)
-        out = int(np.floor(n * scale))
-        c = np.clip((np.arange(out) + 0.5) / scale - 0.5, 0, n - 1)
+    def index(n: int, given_scale: float) -> np.ndarray:
+        """Spec 8.9.41: output size from the scale; ``scale = outputSize / inputSize``; half-pixel
+        coordinate clamped to the input; nearest ``ceil(c - 0.5)``."""
+        out = int(np.floor(n * given_scale))
+        c = np.clip((np.arange(out) + 0.5) / (out / n) - 0.5, 0, n - 1)
         return np.ceil(c - 0.5).astype(int)
 
     np.testing.assert_array_equal(y, x[:, index(3, 1.5)][:, :, index(5, 0.5)])
@@ -264,3 +276,33 @@ def test_gru_reset_before_and_zrn_layout(tmp_path: Path) -> None:
         n = np.tanh(x[t] @ wn.T + bn + (rg * h) @ rn.T)
         h = (1 - z) * n + z * h
     _close(y["h"], h[None])
+
+
+@pytest.mark.parametrize("layout", ["iofg", "ifgo"])
+def test_lstm_peepholes_and_activations(layout: str, tmp_path: Path) -> None:
+    """Peepholes (packed [i, o, f] whatever the layout), the output gate's peephole on the previous
+    cell state, and non-default activations; numpy written from the WebNN reference implementation
+    (webnn-baseline lstm_cell.js), which Chromium 153 matched when measured."""
+    steps, batch, inp, hid = 2, 2, 3, 2
+    x, w, r = _f32(steps, batch, inp), _f32(1, 4 * hid, inp), _f32(1, 4 * hid, hid)
+    b, p, h0, c0 = _f32(1, 4 * hid), _f32(1, 3 * hid), _f32(1, batch, hid), _f32(1, batch, hid)
+    doc = graph_doc([op("lstm", ("input", "x"), ("weight", "w"), ("recurrentWeight", "r"), ("steps", steps),
+                        ("hiddenSize", hid), options={"bias": "b", "peepholeWeight": "p", "initialHiddenState": "h0",
+                                                      "initialCellState": "c0", "layout": layout,
+                                                      "activations": ["sigmoid", "relu", "tanh"]},
+                        outputs=["h", "c"])], {"h": "h", "c": "c"}, inputs={"x": x},
+                    constants={"w": w, "r": r, "b": b, "p": p, "h0": h0, "c0": c0})
+    y = _both(doc, {"x": x}, tmp_path)
+    sig = lambda v: 1 / (1 + np.exp(-v))  # noqa: E731
+    gates = dict(zip(layout, range(4)))
+    blk = lambda a, g: np.split(a.astype(np.float64), 4)[gates[g]]  # noqa: E731
+    pi, po, pf = np.split(p[0].astype(np.float64), 3)
+    h, c = h0[0].astype(np.float64), c0[0].astype(np.float64)
+    for t in range(steps):
+        pre = {g: x[t] @ blk(w[0], g).T + h @ blk(r[0], g).T + blk(b[0], g) for g in "iofg"}
+        i, f = sig(pre["i"] + pi * c), sig(pre["f"] + pf * c)
+        o = sig(pre["o"] + po * c)
+        c = f * c + i * np.maximum(pre["g"], 0)
+        h = o * np.tanh(c)
+    _close(y["h"], h[None])
+    _close(y["c"], c[None])

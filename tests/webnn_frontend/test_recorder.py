@@ -70,7 +70,7 @@ def test_constants_are_views_of_the_recorded_weights(tmp_path: Path) -> None:
      "  return b.build({y: b.add(x, z)});", ["add", "b:", "another MLGraphBuilder"]),
     ("return b.build({y: b.conv3d(x)});", ["conv3d", "not a function"]),
     ("return b.build({y: b.softmax(x, 2)});", ["softmax", "axis 2 is out of range"]),
-    ("return b.build({y: b.cast(x, 'bool')});", ["cast", "type"]),
+    ("return b.build({y: b.cast(x, 'bool')});", ["cast", "dataType"]),
     ("return b.build({y: b.pad(x, [0], [0], {mode: 'symmetric'})});", ["pad", "options.mode"]),
     ("return b.build({y: b.input('w', {dataType: 'float32', dimensions: [2]})});", ["input", "dimensions"]),
     ("try { b.relu(x, {alpha: 1}); } catch (e) {}\n  return b.build({y: b.relu(x)});", ["relu", "options.alpha"]),
@@ -170,3 +170,38 @@ def test_a_module_printing_without_bound_keeps_only_the_last_error(tmp_path: Pat
                              "  throw new Error('the real problem');")
     with pytest.raises(FormatError, match="the real problem"):
         converter.load(path)
+
+
+def test_float16_constants_from_float16array_views_and_numbers(tmp_path: Path) -> None:
+    """Node 20 has no Float16Array: the recorder's stand-in keeps the bits of a view into model.bin
+    and rounds numbers to float16."""
+    half = np.array([0.1, -2.5, 65504, 1e-7], np.float16)
+    (tmp_path / "model.bin").write_bytes(half.tobytes())
+    path = _module(tmp_path, """
+  const a = b.constant({dataType: 'float16', shape: [4]}, new Float16Array(weights, 0, 4));
+  const c = b.constant({dataType: 'float16', shape: [4]}, new Float16Array([0.1, -2.5, 65504, 1e-7]));
+  return b.build({y: b.add(x, a), z: b.add(x, c)});""", inputs="{x: {dataType: 'float16', shape: [4]}}")
+    out = converter.run(converter.load(path), {"x": np.zeros(4, np.float16)})
+    np.testing.assert_array_equal(out["y"].view(np.uint16), half.view(np.uint16))
+    np.testing.assert_array_equal(out["z"].view(np.uint16), half.view(np.uint16))
+
+
+def test_the_module_is_confined_to_its_folder(tmp_path: Path) -> None:
+    """Under Node's permission model the module cannot write outside the recorder's output folder,
+    read outside its own folder, or start processes."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    (outside / "secret.txt").write_text("s")
+    folder = tmp_path / "model"
+    folder.mkdir()
+    path = _module(folder, f"""
+  const fs = await import('node:fs');
+  const cp = await import('node:child_process');
+  const tries = [() => fs.writeFileSync({str(outside / 'pwned')!r}, 'x'), () => fs.readFileSync({str(outside / 'secret.txt')!r}),
+                 () => cp.execSync('true')];
+  const denied = tries.map((f) => {{ try {{ f(); return 'allowed'; }} catch (e) {{ return e.code; }} }});
+  if (denied.some((d) => d !== 'ERR_ACCESS_DENIED')) throw new Error('not confined: ' + denied.join());
+  return b.build({{y: b.relu(x)}});""")
+    prog = converter.load(path)
+    assert [v.name for v in prog.main.outputs] == ["y"]
+    assert not (outside / "pwned").exists()

@@ -54,13 +54,13 @@ def logical_not(ctx: Ctx, op: Operator) -> list[Value]:
 
 @maps("isNaN", out="uint8")
 def is_nan(ctx: Ctx, op: Operator) -> list[Value]:
-    x = ctx.operand(op.args["input"])
+    x = ctx.operand(op.args["a"])
     return [ctx.b.not_equal(x=x, y=x)]  # NaN is the only value unequal to itself
 
 
 @maps("isInfinite", out="uint8")
 def is_infinite(ctx: Ctx, op: Operator) -> list[Value]:
-    x = ctx.operand(op.args["input"])
+    x = ctx.operand(op.args["a"])
     if x.type.dtype.name not in FLOATS:
         return [ctx.b.not_equal(x=x, y=x)]  # integers are never infinite: all zeros
     return [ctx.b.equal(x=ctx.b.abs(x=x), y=ctx.const(math.inf, x))]

@@ -4,8 +4,10 @@ Layouts: the IR's conv/pool ops are channels-first with ``oihw`` (conv) / ``iohw
 conv) weights, so an ``nhwc`` input or another filter layout becomes IR transposes (of constants
 they fold away). Normalizations are written as the spec's formulas in IR ops, because WebNN's
 scale/bias/mean/variance may be graph inputs while the IR's fused norm ops want constants.
-resample2d is written as per-axis gathers (and a lerp): the spec's coordinate rule (half-pixel,
-``scale`` as given, nearest rounding half down) matches none of the IR's resize ops in every case.
+resample2d is written as per-axis gathers (and a lerp): the spec's coordinate rule (half-pixel with
+``scale = outputSize / inputSize`` even when ``scales`` are given, nearest ``ceil(c - 0.5)``, i.e.
+ties rounded down) matches none of the IR's resize ops in every case. (Chromium 153 rounds nearest
+ties up instead: it and the spec differ where ``(o + 0.5) * in / out`` is a whole number.)
 """
 
 from __future__ import annotations
@@ -197,10 +199,9 @@ def resample2d(ctx: Ctx, op: Operator) -> list[Value]:
     axes = _hw(op, "axes", [2, 3])
     if "sizes" in op.options:
         sizes = _hw(op, "sizes", [])
-        scales = [s / shape[a] for s, a in zip(sizes, axes)]
-    else:
-        scales = [float(s) for s in op.options.get("scales", [1.0, 1.0])]
-        sizes = [math.floor(shape[a] * s) for a, s in zip(axes, scales)]
+    else:  # scales give the output size; the coordinate rule uses outputSize / inputSize (spec)
+        sizes = [math.floor(shape[a] * float(s)) for a, s in zip(axes, op.options.get("scales", [1.0, 1.0]))]
+    scales = [s / shape[a] for s, a in zip(sizes, axes)]
     linear = op.options.get("mode", "nearest-neighbor") == "linear"
     y = x
     for axis, size, scale in sorted(zip(axes, sizes, scales), reverse=True):  # width first, as the spec

@@ -7,8 +7,10 @@ the cells are written out from the spec's formulas, one step at a time (``steps`
 
 - gru: ``z = f(x Wz' + bz + h Rz' + rbz)``, ``r`` alike, ``n = g(x Wn' + bn + r * (h Rn' + rbn))``
   (resetAfter) or ``g(x Wn' + bn + (r * h) Rn' + rbn)``, ``h' = (1 - z) * n + z * h``;
-- lstm: ``i = f(.. + pi * c)``, ``f = f(.. + pf * c)``, ``g = g(..)``, ``c' = f * c + i * g``,
-  ``o = f(.. + po * c')``, ``h' = o * h(c')``; peephole weights are packed ``[i, o, f]``.
+- lstm: ``i = f(.. + pi * c)``, ``f = f(.. + pf * c)``, ``g = g(..)``, ``o = f(.. + po * c)``,
+  ``c' = f * c + i * g``, ``h' = o * h(c')``; peephole weights are packed ``[i, o, f]``. The output
+  gate's peephole sees the *previous* cell state ``c`` (unlike ONNX's ``Ct``): so does the WebNN
+  reference implementation (webnn-baseline lstm_cell.js) and Chromium 153, measured.
 
 Direction ``backward`` walks the steps from the last; its entries of the returned sequence are
 placed at the position of the input step they came from (the WebNN reference implementation's
@@ -91,8 +93,8 @@ def _lstm_cell(ctx: Ctx, x: Value, h: Value, c: Value, w: Value, r: Value, bias:
     i = _act(ctx, acts[0], peeped("i", c))
     f = _act(ctx, acts[0], peeped("f", c))
     cand = _act(ctx, acts[1], g["g"])
+    o = _act(ctx, acts[0], peeped("o", c))
     c2 = b.add(x=b.mul(x=f, y=c), y=b.mul(x=i, y=cand))
-    o = _act(ctx, acts[0], peeped("o", c2))
     return b.mul(x=o, y=_act(ctx, acts[2], c2)), c2
 
 

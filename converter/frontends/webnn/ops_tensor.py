@@ -18,10 +18,10 @@ FLOATS = ("fp32", "fp16")
 ANY = ("fp32", "fp16", "int32", "int8", "uint8", "int16", "uint16", "bool")
 
 
-@maps("cast", out=lambda ctx, op: [op.args["type"]])
+@maps("cast", out=lambda ctx, op: [op.args["dataType"]])
 def cast(ctx: Ctx, op: Operator) -> list[Value]:
     x = ctx.value(op.args["input"])
-    return [ctx.b.cast(x=x, dtype=IR_DTYPE[op.args["type"]])]
+    return [ctx.b.cast(x=x, dtype=IR_DTYPE[op.args["dataType"]])]
 
 
 @maps("concat")

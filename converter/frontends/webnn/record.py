@@ -1,12 +1,15 @@
 """Run a WebNN ``model.js`` under Node with our recording builder (recorder.mjs) and read the result.
 
-Node is needed only for this input. The module is untrusted code as far as the converter is
-concerned: it runs in a child process with a time limit, its output is bounded, and its failure
-(a validation error of the recorder, an exception, a hang) becomes one FormatError naming the file.
+Node is needed only for this input. The module is code from outside: it runs in a child process
+with a time limit and bounded output, under Node's permission model where Node has one (20+): it may
+read only its own folder (and the recorder's), write only the recorder's output folder, and start
+no processes or workers (network access is not restricted by Node 20). Its failure (a validation
+error of the recorder, an exception, a hang, a denied access) becomes one FormatError naming the file.
 """
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import signal
@@ -42,7 +45,9 @@ def record_graph_file(module: Path, out_json: Path, *, timeout_s: float = DEFAUL
     if not module.is_file():
         raise FormatError("no such file", file=str(module))
     node = node_executable()
-    argv = [node, "--no-warnings", str(RECORDER), str(module.resolve()), str(out_json)]
+    module = module.resolve()
+    argv = [node, *_sandbox_flags(node, module.parent, out_json.resolve().parent), "--no-warnings", str(RECORDER),
+            str(module), str(out_json)]
     proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                             start_new_session=True)
     tail = _StderrTail(proc)
@@ -68,6 +73,32 @@ def _read_bounded(path: Path) -> str:
             return f.read(MAX_MESSAGE_BYTES).decode("utf-8", "replace")
     except OSError:
         return ""
+
+
+@functools.cache
+def _node_major(node: str) -> int:
+    try:
+        out = subprocess.run([node, "--version"], capture_output=True, text=True, timeout=30).stdout
+        return int(out.strip().lstrip("v").split(".")[0])
+    except (OSError, ValueError, subprocess.SubprocessError):
+        return 0
+
+
+def _sandbox_flags(node: str, module_dir: Path, out_dir: Path) -> list[str]:
+    """Node permission-model flags: read the module's folder and the recorder's, write the output
+    folder, nothing else (no child processes, workers or native addons)."""
+    major = _node_major(node)
+    if major < 20:
+        return []
+    dirs = [module_dir, RECORDER.resolve().parent, out_dir]
+    if any("," in str(d) for d in dirs):  # Node splits these flags at commas
+        raise UnsupportedError(f"cannot confine model.js to its folder '{module_dir}': Node's permission flags "
+                               "cannot name a path that contains a comma (move or rename the folder)")
+    flag = "--permission" if major >= 22 else "--experimental-permission"
+    # The output folder is readable too (renaming the finished files into place needs it); each
+    # folder is named once (Node 20 aborts on a path given twice).
+    reads = dict.fromkeys(str(d) for d in dirs)
+    return [flag, *(f"--allow-fs-read={d}{os.sep}*" for d in reads), f"--allow-fs-write={out_dir}{os.sep}*"]
 
 
 class _StderrTail:

@@ -296,7 +296,7 @@ const INFER = {
     for (const k of ["scale", "bias"]) if (o[k]) { sameType(m, `options.${k}`, o[k], a.input); needShape(m, `options.${k}`, o[k], [s[axis]]); }
     return [same(a.input)];
   },
-  cast: (m, a) => [out(a.type, info(a.input).shape)],
+  cast: (m, a) => [out(a.dataType, info(a.input).shape)],
   clamp: (m, a, o) => {
     if (typeof o.minValue === "number" && typeof o.maxValue === "number" && o.minValue > o.maxValue) fail(m, "options.minValue is greater than options.maxValue");
     return [same(a.input)];
@@ -468,7 +468,7 @@ for (const m of ["equal", "notEqual", "greater", "greaterOrEqual", "lesser", "le
 for (const m of ["logicalAnd", "logicalOr", "logicalXor"]) {
   INFER[m] = (mm, a) => { needTypes(mm, "a", a.a, ["uint8"]); needTypes(mm, "b", a.b, ["uint8"]); return [out("uint8", binary(mm, a))]; };
 }
-for (const m of ["isNaN", "isInfinite"]) INFER[m] = (mm, a) => { needTypes(mm, "input", a.input, FLOATS); return [out("uint8", info(a.input).shape)]; };
+for (const m of ["isNaN", "isInfinite"]) INFER[m] = (mm, a) => { needTypes(mm, "a", a.a, FLOATS); return [out("uint8", info(a.a).shape)]; };
 for (const m of ["ceil", "cos", "erf", "exp", "floor", "log", "reciprocal", "roundEven", "sin", "sqrt", "tan", "tanh", "sigmoid", "softplus", "softsign"]) INFER[m] = floatUnary;
 for (const m of ["abs", "neg", "sign", "relu", "identity"]) INFER[m] = (mm, a) => [same(a.input)];
 for (const m of Object.keys(TABLE.ops).filter((k) => k.startsWith("reduce"))) {
@@ -497,6 +497,21 @@ const F16 = (() => {
     return sign | r;
   };
 })();
+
+// Node before 24 has no Float16Array; modules write float16 weights with it (Chromium warns about
+// Uint16Array). This stand-in holds float16 bit patterns: views of a buffer keep their bytes, and
+// numbers given to the constructor are rounded to float16 (nearest even).
+if (typeof globalThis.Float16Array === "undefined") {
+  globalThis.Float16Array = class Float16Array extends Uint16Array {
+    constructor(a, b, c) {
+      if (a !== null && typeof a === "object" && !(a instanceof ArrayBuffer) && !ArrayBuffer.isView(a)
+          && !(typeof SharedArrayBuffer !== "undefined" && a instanceof SharedArrayBuffer)) {
+        super(Array.from(a, (v) => F16(Number(v))));
+      } else if (typeof a === "number" || a === undefined) super(a ?? 0);
+      else super(a, b, c);
+    }
+  };
+}
 
 const TYPED = { float32: Float32Array, int32: Int32Array, uint32: Uint32Array, int64: BigInt64Array, uint64: BigUint64Array, int8: Int8Array, uint8: Uint8Array };
 
