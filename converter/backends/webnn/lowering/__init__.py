@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, unsupported, webnn_entry
 
-_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "resize", "normalize")
+_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "resize", "normalize", "indexing", "math", "attention", "quant")
 
 
 def load_all() -> None:
