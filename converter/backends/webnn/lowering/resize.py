@@ -3,7 +3,8 @@ and resize (iOS17).
 
 WebNN's ``resample2d`` has one coordinate transform, half-pixel with clamping (spec 8.9.41):
 ``c = clamp((i + 0.5) * in / out - 0.5, 0, in - 1)``, nearest ``ceil(c - 0.5)``, linear between
-``floor(c)`` and ``ceil(c)``. For each resized axis the IR's own sampling (its sampling_grid and
+``floor(c)`` and ``ceil(c)``. Chromium 153 rounds nearest ties up instead (a 2x downscale picks
+pixels 1, 3, 5, the spec 0, 2, 4: measured), so nearest uses resample2d only where no tie occurs. For each resized axis the IR's own sampling (its sampling_grid and
 index rules, `converter.ir.ops.image`) is computed at conversion time as an interpolation matrix
 and compared with resample2d's: where they are equal (to 1e-6) the op is one ``resample2d``;
 otherwise it is decomposed exactly, per axis and separably (height then width, as the IR does):
@@ -78,6 +79,8 @@ def resample2d_plan(mode: str, n_in: int, n_out: int) -> AxisPlan:
     c = np.clip((np.arange(n_out, dtype=np.float64) + 0.5) * n_in / n_out - 0.5, 0, n_in - 1)
     if mode == "nearest-neighbor":
         return nearest_plan(np.ceil(c - 0.5).astype(np.int64), n_in)
+    if mode == "nearest-half-up":  # Chromium's TFLite kernel rounds ties up (floor(c + 0.5)), the spec down
+        return nearest_plan(np.floor(c + 0.5).astype(np.int64), n_in)
     lo = np.floor(c).astype(np.int64)
     return AxisPlan(lo, np.ceil(c).astype(np.int64), (c - lo).astype(_F32), n_in)
 
@@ -102,8 +105,9 @@ def resize_axes(e: GraphEmitter, op: Op, plans: Sequence[AxisPlan], *, x_key: st
     dtype = x.dtype
     is_float = dtype.startswith("float")
     if is_float and len(plans) == 2 and rank >= 3:
-        for method_mode in ("nearest-neighbor", "linear"):
-            if all(_same(p, resample2d_plan(method_mode, p.n_in, p.n_out)) for p in plans):
+        for method_mode, variants in (("nearest-neighbor", ("nearest-neighbor", "nearest-half-up")),
+                                      ("linear", ("linear",))):
+            if all(_same(p, resample2d_plan(v, p.n_in, p.n_out)) for p in plans for v in variants):
                 e.bind(out(op), _resample2d(e, xv, x, method_mode, [p.n_out for p in plans], y_shape))
                 return
     if not is_float and not all(p.nearest for p in plans):
