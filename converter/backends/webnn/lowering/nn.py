@@ -86,7 +86,7 @@ def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...],
         const = const.reshape(shape[0], shape[1], 1, shape[2])
     if const is not None:
         arr = np.transpose(const, nhwc_perm) if e.layout == "nhwc" else const
-        return e.constant(arr, e.dtype_of(v))
+        return e.constant(arr, e.dtype_of(v) if value is None else e.data_type("fp32"))
     return e.get(v, nhwc_perm if e.layout == "nhwc" else None)
 
 
