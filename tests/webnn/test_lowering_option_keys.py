@@ -37,6 +37,8 @@ def spec_members() -> dict[str, set[str]]:
             head = re.match(r"^(ML\w+Options) has the following members?:", line)
             current = members.setdefault(head.group(1), set()) if head else None
             continue
+        if re.match(r"^\d+(\.\d+)+\. ", line):  # a new section ends the dictionary
+            current = None
         if current is not None:  # "name, of type T" (the text extraction may glue "of type" and T)
             current.update(re.findall(r"(?:^|\s)(\w+), of ?type", line))
     return members
@@ -70,6 +72,7 @@ def test_every_option_key_is_a_spec_member(layout: str, tmp_path: Path) -> None:
     members = spec_members()
     assert {"MLResample2dOptions", "MLGatherOptions", "MLReduceOptions", "MLOperatorOptions"} <= set(members)
     assert members["MLResample2dOptions"] == {"mode", "scales", "sizes", "axes"}
+    assert members["MLOperatorOptions"] == {"label"} and members["MLGatherOptions"] == {"axis"}
     seen: set[str] = set()
     for n, (feeds, body, opset) in enumerate(_programs()):
         prog = new_program([(k, TensorType(dtype_of_array(a), a.shape)) for k, a in feeds.items()], body, opset=opset)
