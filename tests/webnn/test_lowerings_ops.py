@@ -275,3 +275,49 @@ def test_sinh_cosh_atanh(layout: str, webnn_browser: WebnnBrowser, tmp_path: Pat
 
 def test_inverse_trig_is_refused_with_its_reason(tmp_path: Path) -> None:
     _refused(lambda b, v: b.acos(x=v), {"x": np.zeros((2,), np.float32)}, "no inverse trigonometric", tmp=tmp_path)
+
+
+# -- l2_pool, reductions, sign, identity -------------------------------------------------------------
+
+def _l2_pool_numpy(x: np.ndarray, k: tuple[int, int], s: tuple[int, int], pads: tuple[int, int, int, int],
+                   outs: tuple[int, int]) -> np.ndarray:
+    """sqrt of the sum of squares over each window of the zero-padded input (MIL l2_pool); windows past
+    the padded end (ceil_mode) see zeros too."""
+    t, b_, l_, r = pads
+    xp = np.pad(x.astype(np.float64), [(0, 0), (0, 0), (t, b_ + k[0]), (l_, r + k[1])])
+    y = np.zeros(x.shape[:2] + outs)
+    for i in range(outs[0]):
+        for j in range(outs[1]):
+            win = xp[:, :, i * s[0]:i * s[0] + k[0], j * s[1]:j * s[1] + k[1]]
+            y[:, :, i, j] = np.sqrt(np.sum(win * win, axis=(2, 3)))
+    return y
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_l2_pool(layout: str, webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    x = RNG.standard_normal((1, 2, 7, 6)).astype(np.float32)
+    valid, custom, ceil = _run(webnn_browser, tmp_path, layout, {"x": x}, lambda b, v: [
+        b.l2_pool(x=v, kernel_sizes=[3, 2], strides=[2, 1], pad_type="valid"),
+        b.l2_pool(x=v, kernel_sizes=[2, 3], strides=[1, 2], pad_type="custom", pad=[1, 0, 0, 2]),
+        b.l2_pool(x=v, kernel_sizes=[2, 2], strides=[2, 3], pad_type="valid", ceil_mode=True)], nhwc=True)
+    assert_close(valid, _l2_pool_numpy(x, (3, 2), (2, 1), (0, 0, 0, 0), (3, 5)))
+    assert_close(custom, _l2_pool_numpy(x, (2, 3), (1, 2), (1, 0, 0, 2), (7, 3)))
+    assert_close(ceil, _l2_pool_numpy(x, (2, 2), (2, 3), (0, 0, 0, 0), (4, 3)))  # MIL: ceil((n - k) / s) + 1
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_reduction_edge_cases(layout: str, webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    x = (RNG.random((2, 3, 4, 5)) + 0.5).astype(np.float32)
+    outs = _run(webnn_browser, tmp_path, layout, {"x": x}, lambda b, v: [
+        b.reduce_sum(x=v),  # every axis, a scalar
+        b.reduce_max(x=v, axes=[-1, 1], keep_dims=True),  # negative axes on an NHWC operand
+        b.reduce_prod(x=v, axes=[2]),
+        b.reduce_log_sum_exp(x=v, axes=[0, 3]),
+        b.reduce_argmax(x=v, axis=-3, keep_dims=False),
+        b.sign(x=b.sub(x=v, y=np.float32(1.0))),
+        b.identity(x=v)], nhwc=True)
+    x64 = x.astype(np.float64)
+    wants = [x64.sum(), x64.max(axis=(3, 1), keepdims=True), x64.prod(axis=2),
+             np.log(np.exp(x64).sum(axis=(0, 3))), np.argmax(x64, axis=1), np.sign(x64 - 1), x64]
+    for got, want in zip(outs, wants):
+        assert_close(got, want, 1e-5)
