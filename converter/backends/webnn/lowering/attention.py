@@ -39,14 +39,13 @@ def _einsum(e: GraphEmitter, op: Op) -> None:
 @lowering("scaled_dot_product_attention", kind="decomposed",
           note="softmax(matmul(q, k^T) / sqrt(E) + mask) @ v; a bool mask as where(mask, 0, -inf)")
 def _sdpa(e: GraphEmitter, op: Op) -> None:
-    q, k, v = (e.get(op.inputs[n]) for n in ("query", "key", "value"))
+    q, v = e.get(op.inputs["query"]), e.get(op.inputs["value"])
     if not q.dtype.startswith("float"):
         raise LoweringError("integer attention has no WebNN form")
     rank = q.rank
     perm = list(range(rank))
     perm[-1], perm[-2] = perm[-2], perm[-1]
-    kt = e.get(op.inputs["key"], perm)
-    del k
+    kt = e.get(op.inputs["key"], perm)  # a constant key is transposed at conversion time
     s_shape = [*q.shape[:-1], kt.shape[-1]]
     scores = e.emit("matmul", q, kt, shape=s_shape, dtype=q.dtype)
     scores = e.emit("div", scores, e.scalar(float(np.float32(np.sqrt(q.shape[-1]))), q.dtype), shape=s_shape,

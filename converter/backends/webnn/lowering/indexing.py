@@ -59,7 +59,10 @@ def index_map(e: GraphEmitter, op: Op, data: Sequence[str]) -> np.ndarray:
     start = 1
     for v, shape, size in zip(values, shapes, sizes):
         dt = np.dtype(v.type.dtype.storage)  # type: ignore[union-attr]
-        if total + 1 > _EXACT.get(dt, 0):
+        if dt not in _EXACT:
+            raise LoweringError(f"an index map numbers elements in the data's own type, and {dt} cannot number "
+                                f"{total} of them")
+        if total + 1 > _EXACT[dt]:
             raise LoweringError(f"{total} {dt} elements are too many to number exactly for an index map")
         numbered[v] = (np.arange(start, start + size).reshape(shape)).astype(dt)
         start += size
