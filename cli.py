@@ -79,7 +79,8 @@ def main() -> None:
 @main.command("ops")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def ops_cmd(as_json: bool) -> None:
-    """List every registered op with its opsets and whether it has a reference kernel."""
+    """List every registered op with its opsets, whether it has a reference kernel, and its WebNN form
+    (direct, decomposed or unsupported; --json gives the note or the reason)."""
     from converter.ir.registry_info import op_table
 
     rows = op_table()
@@ -90,7 +91,8 @@ def ops_cmd(as_json: bool) -> None:
     for r in rows:
         kernel = "kernel" if r["has_kernel"] else "no kernel"
         origin = "IR-only" if r["ir_only"] else "MIL"
-        click.echo(f"{r['op']:<{width}}  {','.join(r['opsets']):<25}  {kernel:<9}  {origin}")
+        click.echo(f"{r['op']:<{width}}  {','.join(r['opsets']):<25}  {kernel:<9}  {origin:<7}  "
+                   f"webnn: {r['webnn']['status']}")
     click.echo(f"{len(rows)} ops")
 
 

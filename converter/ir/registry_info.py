@@ -6,7 +6,10 @@ from .opdef import _OPDEF_CLASSES, OPSETS, get_opdef, mil_op_types, opsets_of, r
 
 
 def op_table() -> list[dict]:
-    """One row per op type: opsets, versions, kernel presence, MIL or IR-only."""
+    """One row per op type: opsets, versions, kernel presence, MIL or IR-only, and how the WebNN
+    backend writes it (``webnn``: status direct/decomposed/unsupported, with a note or the reason)."""
+    from ..backends.webnn.lowering.registry import webnn_entry  # the backend reads the IR, not the reverse
+
     rows = []
     for name in sorted(set(registered_op_types()) | set(mil_op_types())):
         opsets = opsets_of(name) if name in _OPDEF_CLASSES or name in mil_op_types() else []
@@ -22,6 +25,8 @@ def op_table() -> list[dict]:
                 "defined": cls is not None,
                 "has_kernel": has_kernel,
                 "ir_only": bool(cls is not None and cls.ir_only),
+                "webnn": webnn_entry(name) if cls is not None else
+                {"status": "unsupported", "reason": "the converter has no definition of this op"},
             }
         )
     return rows

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, unsupported, webnn_entry
 
-_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "recurrent")
+_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "recurrent", "resize", "normalize", "indexing", "math",
+             "attention", "quant")
 
 
 def load_all() -> None:

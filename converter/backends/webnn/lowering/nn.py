@@ -65,16 +65,18 @@ def _two(values: tuple[int, ...], one_d: bool, fill: int = 1) -> list[int]:
     return [fill, int(values[0])] if one_d else [int(values[0]), int(values[1])]
 
 
-def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...], layout: str) -> Operand:
+def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...], layout: str,
+            value: np.ndarray | None = None) -> Operand:
+    """The filter operand of weight ``v`` (``value``: its value, where the op computes it from ``v``)."""
     shape = e.shape(v)
-    const = e.value_of(v)
+    const = e.value_of(v) if value is None else value
     if one_d:
         if const is None:
             raise LoweringError("a 1-D convolution needs a constant weight here")
         const = const.reshape(shape[0], shape[1], 1, shape[2])
     if const is not None:
         arr = np.transpose(const, nhwc_perm) if layout == "nhwc" else const
-        return e.constant(arr, e.dtype_of(v))
+        return e.constant(arr, e.dtype_of(v) if value is None else e.data_type("fp32"))
     return e.get(v, nhwc_perm if layout == "nhwc" else None)
 
 
@@ -86,6 +88,12 @@ def _bias(e: GraphEmitter, op: Op) -> Operand | None:
 
 @lowering("conv", note="conv2d (explicit padding; ohwi filters in NHWC)")
 def _conv(e: GraphEmitter, op: Op) -> None:
+    lower_conv(e, op)
+
+
+def lower_conv(e: GraphEmitter, op: Op, weight: np.ndarray | None = None) -> None:
+    """conv2d for ``op`` (conv and its kin); ``weight``: the filter's value where it is not the op's
+    ``weight`` input as it stands (conv_quantized's dequantized one)."""
     xv = op.inputs["x"]
     x, one_d, layout = _spatial_input(e, xv)
     w_shape = e.shape(op.inputs["weight"])
@@ -94,7 +102,8 @@ def _conv(e: GraphEmitter, op: Op) -> None:
     groups = int(float_scalar(e.param(op, "groups")))
     y_ir = e.shape(out(op))
     y_shape = _shape4(y_ir[0], y_ir[1], 1 if one_d else y_ir[2], y_ir[-1], layout)
-    y = e.emit("conv2d", x, _filter(e, op.inputs["weight"], one_d, (0, 2, 3, 1), layout), shape=y_shape, dtype=x.dtype,
+    y = e.emit("conv2d", x, _filter(e, op.inputs["weight"], one_d, (0, 2, 3, 1), layout, weight), shape=y_shape,
+               dtype=x.dtype,
                perm=x.perm, padding=_pads(win, tuple(in_sizes), one_d), strides=_two(win.strides, one_d),
                dilations=_two(win.dilations, one_d), groups=groups, inputLayout=layout,
                filterLayout="ohwi" if layout == "nhwc" else "oihw", bias=_bias(e, op))

@@ -52,6 +52,9 @@ def webnn_entry(op_type: str) -> dict[str, str]:
     load_all()
     if op_type == "const":
         return {"status": "direct", "how": "builder.constant (model.bin)"}
+    if op_type == "classify":
+        return {"status": "decomposed", "note": "no graph op: the graph outputs the probabilities and model.js "
+                                                "maps them to the labels"}
     low = LOWERINGS.get(op_type)
     if low is not None:
         entry = {"status": low.kind}

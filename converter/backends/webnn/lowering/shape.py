@@ -129,12 +129,16 @@ def _split(e: GraphEmitter, op: Op) -> None:
 
 
 def _slice(e: GraphEmitter, x: Operand, starts: list[int], sizes: list[int], strides: list[int]) -> Operand:
+    """``x[starts[i] : : strides[i]]`` taking ``sizes[i]`` elements on each axis."""
     if list(sizes) == list(x.shape) and not any(starts):
         return x
     if any(s == 0 for s in sizes):
         raise LoweringError("an empty slice has no WebNN form (WebNN has no zero-size tensors)")
     options = {"strides": strides} if any(s != 1 for s in strides) else {}
-    return e.emit("slice", x, starts, sizes, shape=sizes, dtype=x.dtype, perm=x.perm, **options)
+    # WebNN's sizes are the extents read from the input (spec 8.9.47: start + size <= input size);
+    # the result holds ceil(size / stride) elements per axis
+    window = [(n - 1) * s + 1 for n, s in zip(sizes, strides)]
+    return e.emit("slice", x, starts, window, shape=sizes, dtype=x.dtype, perm=x.perm, **options)
 
 
 @lowering("slice_by_index", note="slice (starts, sizes, strides computed at conversion time); negative strides "
