@@ -22,3 +22,15 @@ def run_webnn(browser: WebnnBrowser, prog: Program, feeds: dict[str, Any], folde
     inputs = module_features(folder, "inputs")
     result = browser.run(folder, {n: np.asarray(feeds[n]).astype(DTYPES[d["dataType"]]) for n, d in inputs.items()})
     return result.outputs
+
+
+def conv_stem(b: Any, x: Any, channels: int, name: str | None = None) -> Any:
+    """An identity 1x1 conv: the value is ``x`` unchanged, but under layout nhwc the ops after it read an
+    NHWC operand (the case the layout tracking must map), so oracles computed on ``x`` hold for both."""
+    w = np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
+    return b.conv(x=x, weight=w, name=name)
+
+
+def rand(shape: Any, seed: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    """Distinct non-round values (so swapped axes or parameters change the result)."""
+    return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float32)
