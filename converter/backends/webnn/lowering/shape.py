@@ -129,12 +129,15 @@ def _split(e: GraphEmitter, op: Op) -> None:
 
 
 def _slice(e: GraphEmitter, x: Operand, starts: list[int], sizes: list[int], strides: list[int]) -> Operand:
+    """``sizes`` elements from ``starts`` every ``strides`` (WebNN's sizes are of the input window it
+    reads: ``(size - 1) * stride + 1``)."""
     if list(sizes) == list(x.shape) and not any(starts):
         return x
     if any(s == 0 for s in sizes):
         raise LoweringError("an empty slice has no WebNN form (WebNN has no zero-size tensors)")
     options = {"strides": strides} if any(s != 1 for s in strides) else {}
-    return e.emit("slice", x, starts, sizes, shape=sizes, dtype=x.dtype, perm=x.perm, **options)
+    window = [(n - 1) * s + 1 for n, s in zip(sizes, strides)]
+    return e.emit("slice", x, starts, window, shape=sizes, dtype=x.dtype, perm=x.perm, **options)
 
 
 @lowering("slice_by_index", note="slice (starts, sizes, strides computed at conversion time); negative strides "
@@ -242,12 +245,28 @@ def _gather(e: GraphEmitter, op: Op) -> None:
     e.bind(out(op), e.emit("gather", x, idx, shape=e.shape(out(op)), dtype=x.dtype, axis=axis))
 
 
-@lowering("gather_along_axis", note="gatherElements; negative indices wrapped")
+@lowering("gather_along_axis", note="gatherElements (constant indices), else gather from the flattened input; "
+                                    "negative indices wrapped")
 def _gather_along_axis(e: GraphEmitter, op: Op) -> None:
     x = e.get(op.inputs["x"])
     axis = axis_of(int(float_scalar(e.const_param(op, "axis"))), x.rank)
-    idx = _indices(e, op.inputs["indices"], x.shape[axis])
+    iv = op.inputs["indices"]
+    idx = _indices(e, iv, x.shape[axis])
+    if e.is_bound(iv) or e.value_of(iv) is None:
+        e.bind(out(op), _gather_elements_by_flat_index(e, x, idx, axis))
+        return
     e.bind(out(op), e.emit("gatherElements", x, idx, shape=e.shape(out(op)), dtype=x.dtype, axis=axis))
+
+
+def _gather_elements_by_flat_index(e: GraphEmitter, x: Operand, idx: Operand, axis: int) -> Operand:
+    """Chromium's gatherElements takes constant indices only: run-time ones pick from the flattened
+    ``x`` at ``idx * stride(axis)`` plus the flat offset of the element's other coordinates."""
+    strides = [int(np.prod(x.shape[d + 1:])) for d in range(x.rank)]
+    coords = np.indices(idx.shape)
+    offset = sum(coords[d] * strides[d] for d in range(x.rank) if d != axis)
+    scaled = e.emit("mul", idx, e.scalar(strides[axis], "int32"), shape=idx.shape, dtype="int32")
+    flat = e.emit("add", scaled, e.constant(np.asarray(offset, np.int32), "int32"), shape=idx.shape, dtype="int32")
+    return e.emit("gather", reshape(e, x, [int(np.prod(x.shape))]), flat, shape=idx.shape, dtype=x.dtype, axis=0)
 
 
 @lowering("pad", note="pad constant/reflection; replicate decomposed (Chromium refuses 'edge')")
@@ -324,7 +343,7 @@ def _fill_like(e: GraphEmitter, op: Op) -> None:
     e.bind(out(op), e.constant(np.full(e.shape(out(op)), value), e.dtype_of(out(op))))
 
 
-@lowering("band_part", kind="decomposed", note="mul by a constant band mask")
+@lowering("band_part", kind="decomposed", note="where(constant band mask, x, 0)")
 def _band_part(e: GraphEmitter, op: Op) -> None:
     x = e.get(op.inputs["x"])
     lower, upper = int(float_scalar(e.param(op, "lower"))), int(float_scalar(e.param(op, "upper")))
@@ -333,7 +352,9 @@ def _band_part(e: GraphEmitter, op: Op) -> None:
     mask = ((lower < 0) | (i - j <= lower)) & ((upper < 0) | (j - i <= upper))
     if x.dtype == "uint8":
         raise LoweringError("band_part of bool tensors has no WebNN form")
-    e.bind(out(op), e.emit("mul", x, e.constant(mask.astype(np.float32), x.dtype), shape=x.shape, dtype=x.dtype))
+    # zeros replace what is outside the band (a NaN or inf there becomes 0, which a 0/1 product would not do)
+    e.bind(out(op), e.emit("where", e.constant(mask.astype(np.uint8), "uint8"), x, e.scalar(0, x.dtype),
+                           shape=x.shape, dtype=x.dtype))
 
 
 @lowering("depth_to_space", kind="decomposed", note="reshape, transpose, reshape (DCR order)")
