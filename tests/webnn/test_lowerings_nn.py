@@ -287,3 +287,42 @@ def test_layer_norm_axes_subsets(webnn_browser: WebnnBrowser, tmp_path: Path, la
     np.testing.assert_allclose(out["c"], ln((1,), 0.01) * g_c.reshape(3, 1, 1) + b_c.reshape(3, 1, 1), **TOL)
     np.testing.assert_allclose(out["cw"], ln((1, 3), 1e-5) * g_cw.reshape(3, 1, 5), **TOL)
     np.testing.assert_allclose(out["all"], F.layer_norm(_t(x), (2, 3, 4, 5), eps=1e-5).numpy(), **TOL)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_1d_pools_and_conv_transpose(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) -> None:
+    """Rank-3 (1-D) forms run as 2-D with a unit height: padding, ceil_mode and the divisor must land on
+    the width, not the height."""
+    x = rand((1, 3, 10), 1)
+    w, bias = rand((3, 2, 4), 2), rand((2,), 3)
+    prog = new_program({"x": tensor("fp32", [1, 3, 10])}, lambda b, x: [
+        b.max_pool(x=x, kernel_sizes=[3], strides=[2], pad_type="custom", pad=[1, 1], ceil_mode=True, name="max"),
+        b.avg_pool(x=x, kernel_sizes=[3], strides=[2], pad_type="custom", pad=[1, 1], ceil_mode=True,
+                   exclude_padding_from_average=False, name="avg_incl"),
+        b.avg_pool(x=x, kernel_sizes=[4], strides=[3], pad_type="custom", pad=[2, 1],
+                   exclude_padding_from_average=True, name="avg_excl"),
+        b.l2_pool(x=x, kernel_sizes=[2], strides=[3], pad_type="valid", name="l2"),
+        b.conv_transpose(x=x, weight=w, bias=bias, strides=[3], pad_type="custom", pad=[2, 1], name="convt")])
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
+    tx = _t(x)
+    np.testing.assert_allclose(out["max"], F.max_pool1d(tx, 3, 2, 1, ceil_mode=True).numpy())
+    np.testing.assert_allclose(out["avg_incl"], F.avg_pool1d(tx, 3, 2, 1, ceil_mode=True, count_include_pad=True),
+                               **TOL)
+    total = F.avg_pool1d(F.pad(tx, (2, 1)), 4, 3) * 4
+    count = F.avg_pool1d(F.pad(torch.ones_like(tx), (2, 1)), 4, 3) * 4
+    np.testing.assert_allclose(out["avg_excl"], (total / count).numpy(), **TOL)
+    np.testing.assert_allclose(out["l2"], np.sqrt(F.avg_pool1d(tx ** 2, 2, 3).numpy() * 2), **TOL)
+    full = F.conv_transpose1d(tx, _t(w), _t(bias), stride=3).numpy()
+    np.testing.assert_allclose(out["convt"], full[..., 2:-1], **TOL)
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_linear_after_a_flattened_conv_output(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) -> None:
+    """Under nhwc the flatten reshapes the NHWC data and linear permutes its weight columns instead."""
+    x = rand((1, 3, 2, 4), 1)
+    w, bias = rand((5, 24), 2), rand((5,), 3)
+    prog = new_program({"x": tensor("fp32", [1, 3, 2, 4])}, lambda b, x: [
+        b.linear(x=b.reshape(x=conv_stem(b, x, 3), shape=[1, 24]), weight=w, bias=bias, name="y")])
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
+    np.testing.assert_allclose(out["y"], x.reshape(1, 24) @ w.T + bias, **TOL)
+
