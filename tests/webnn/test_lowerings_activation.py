@@ -64,3 +64,16 @@ def test_activations_and_their_parameters(webnn_browser: WebnnBrowser, tmp_path:
         assert out[name].shape == ref.shape, name
         np.testing.assert_allclose(out[name], ref, rtol=1e-5, atol=2e-6, err_msg=name)
     assert out["thresholded_relu"][0, 0, 0, 0] == 0.5 and out["thresholded_relu"][0, 0, 0, 1] == 0
+
+
+def test_softplus_of_large_inputs(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    """log(1 + e^x) is x for large x (Chromium's own softplus saturated at 88.38)."""
+    x = np.array([-1000.0, -30.0, -1.0, 0.0, 2.0, 30.0, 88.0, 89.0, 100.0, 1000.0], np.float32).reshape(1, 2, 5)
+    alpha, beta = np.array([0.5, 2.0], np.float32), np.array([3.0, 0.5], np.float32)
+    prog = new_program({"x": tensor("fp32", [1, 2, 5])}, lambda b, x: [
+        b.softplus(x=x, name="sp"), b.softplus_parametric(x=x, alpha=alpha, beta=beta, name="spp")])
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m")
+    t = torch.from_numpy(x).double()
+    np.testing.assert_allclose(out["sp"], F.softplus(t).numpy(), rtol=1e-6, atol=1e-7)
+    ref = alpha.reshape(1, 2, 1) * F.softplus(t * torch.from_numpy(beta).double().reshape(1, 2, 1)).numpy()
+    np.testing.assert_allclose(out["spp"], ref, rtol=1e-6, atol=1e-7)
