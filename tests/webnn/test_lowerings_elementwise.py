@@ -178,6 +178,16 @@ def test_cast_to_narrow_integers_saturates_floats_and_wraps_integers(webnn_brows
     np.testing.assert_array_equal(out["n"], (i.astype(np.int64) - lo) % span + lo)
 
 
+def test_a_zero_epsilon_still_makes_minus_zero_plus_zero(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    """MIL computes 1 / (x + epsilon): with epsilon 0, x = -0 gives +inf (-0 + 0 is +0), not -inf."""
+    x = np.array([-0.0, 0.0, 4.0], np.float32)
+    prog = new_program({"x": tensor("fp32", [3])}, lambda b, x: [
+        b.inverse(x=x, epsilon=np.float32(0.0), name="inverse"), b.rsqrt(x=x, epsilon=np.float32(0.0), name="rsqrt")])
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m")
+    np.testing.assert_array_equal(out["inverse"], [np.inf, np.inf, 0.25])
+    np.testing.assert_array_equal(out["rsqrt"], [np.inf, np.inf, 0.5])
+
+
 def test_integer_unary_and_binary(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
     i = np.array([-7, -1, 0, 3, 12], np.int32)
     j = np.array([2, -3, 5, 3, -4], np.int32)

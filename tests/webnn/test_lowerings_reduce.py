@@ -109,3 +109,18 @@ def test_integer_reductions(webnn_browser: WebnnBrowser, tmp_path: Path) -> None
         b.reduce_min(x=x, axes=[0, 1], name="min"), b.cumsum(x=x, axis=-1, name="cumsum")])
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m")
     _check(out, {"sum": x.sum(1), "max": x.max(0, keepdims=True), "min": x.min(), "cumsum": np.cumsum(x, -1)})
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_log_sum_exp_of_large_values(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) -> None:
+    """log(sum(exp(x))) of logits past 88 (Chromium's reduceLogSumExp saturated at log(FLT_MAX) = 88.38)."""
+    x = rand(X_SHAPE, 1, 90.0, 1000.0)
+    x[1] -= 1090.0                                 # a batch of large negative values too
+    prog = new_program({"x": tensor("fp32", X_SHAPE)}, lambda b, x: [
+        b.reduce_log_sum_exp(x=conv_stem(b, x, 3), axes=[1], keep_dims=True, name="keep"),
+        b.reduce_log_sum_exp(x=conv_stem(b, x, 3), axes=[-1, 2], keep_dims=False, name="drop"),
+        b.reduce_log_sum_exp(x=x, axes=[-1], keep_dims=False, name="plain")])
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
+    t = torch.from_numpy(x).double()
+    _check(out, {"keep": torch.logsumexp(t, 1, keepdim=True).numpy(), "drop": torch.logsumexp(t, (2, 3)).numpy(),
+                 "plain": torch.logsumexp(t, -1).numpy()}, rtol=1e-6)

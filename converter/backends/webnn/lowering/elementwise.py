@@ -45,9 +45,7 @@ def _square(e: GraphEmitter, op: Op) -> None:
 
 def _with_epsilon(e: GraphEmitter, op: Op) -> Operand:
     x = e.any(op.inputs["x"])
-    eps = float_scalar(e.const_param(op, "epsilon"))
-    if eps == 0.0:
-        return x
+    eps = float_scalar(e.const_param(op, "epsilon"))  # added even when 0: -0 + 0 is +0, as in MIL
     return e.emit("add", x, e.scalar(eps, x.dtype), shape=x.shape, dtype=x.dtype, perm=x.perm)
 
 
