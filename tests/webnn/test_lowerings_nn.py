@@ -137,6 +137,8 @@ def test_max_and_l2_pool(webnn_browser: WebnnBrowser, tmp_path: Path, layout: st
         b.max_pool(x=conv_stem(b, x, 3), kernel_sizes=[3, 3], strides=[2, 3], pad_type="custom", pad=[1, 1, 1, 1],
                    ceil_mode=True, name="ceil_pad"),
         b.max_pool(x=conv_stem(b, x, 3), kernel_sizes=[4, 3], strides=[3, 2], pad_type="same", name="same"),
+        b.max_pool(x=conv_stem(b, x, 3), kernel_sizes=[2, 2], strides=[3, 3], pad_type="valid", ceil_mode=True,
+                   name="ceil_past_end"),
         b.l2_pool(x=conv_stem(b, x, 3), kernel_sizes=[3, 2], strides=[2, 3], pad_type="custom", pad=[0, 2, 1, 0],
                   name="l2"),
         b.l2_pool(x=conv_stem(b, x, 3), kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", ceil_mode=True,
@@ -149,6 +151,7 @@ def test_max_and_l2_pool(webnn_browser: WebnnBrowser, tmp_path: Path, layout: st
                                F.max_pool2d(_t(x), (3, 3), (2, 3), padding=1, ceil_mode=True).numpy())
     (t, bo), (le, r) = _same_pads(7, 4, 3), _same_pads(9, 3, 2)
     np.testing.assert_allclose(out["same"], F.max_pool2d(_pad_hw(x, t, bo, le, r, inf), (4, 3), (3, 2)).numpy())
+    np.testing.assert_allclose(out["ceil_past_end"], _windows(x, (2, 2), (3, 3), (3, 4), np.max, -np.inf))
 
     def sum_pool(xp: torch.Tensor, k, s, ceil: bool = False) -> np.ndarray:  # noqa: ANN001
         return F.avg_pool2d(xp, k, s, ceil_mode=ceil, divisor_override=1).numpy()
@@ -179,6 +182,9 @@ def test_avg_pool_padding_ceil_mode_and_exclusion(webnn_browser: WebnnBrowser, t
         "asym_excl": dict(kernel_sizes=[3, 2], strides=[2, 1], pad_type="custom", pad=[2, 0, 0, 1],
                           exclude_padding_from_average=True),
         "same": dict(kernel_sizes=[4, 3], strides=[3, 2], pad_type="same", exclude_padding_from_average=True),
+        "same_incl": dict(kernel_sizes=[4, 3], strides=[3, 2], pad_type="same", exclude_padding_from_average=False),
+        # a kernel smaller than the stride: ceil_mode's last window along W starts past the input
+        "ceil_past_end": dict(kernel_sizes=[2, 2], strides=[3, 3], pad_type="valid", ceil_mode=True),
     }
     prog = new_program({"x": tensor("fp32", [1, 3, 7, 9])},
                        lambda b, x: [pool(b, x, name, **kw) for name, kw in cases.items()])
@@ -202,6 +208,21 @@ def test_avg_pool_padding_ceil_mode_and_exclusion(webnn_browser: WebnnBrowser, t
     np.testing.assert_allclose(out["asym_excl"], excluded(2, 0, 0, 1, (3, 2), (2, 1)), **TOL)
     np.testing.assert_allclose(out["same"], excluded(*_same_pads(7, 4, 3), *_same_pads(9, 3, 2), (4, 3), (3, 2)),
                                **TOL)
+    np.testing.assert_allclose(out["same_incl"], F.avg_pool2d(_pad_hw(x, *_same_pads(7, 4, 3), *_same_pads(9, 3, 2)),
+                                                              (4, 3), (3, 2)), **TOL)
+    np.testing.assert_allclose(out["ceil_past_end"], _windows(x, (2, 2), (3, 3), (3, 4), np.mean, 0.0), **TOL)
+
+
+def _windows(x: np.ndarray, k, s, outs, reduce, empty: float) -> np.ndarray:  # noqa: ANN001
+    """MIL pooling without padding, window by window: ``reduce`` of the input cells a window covers
+    (ceil_mode may add windows that hang over the end or start past it: ``empty`` for those)."""
+    y = np.full(x.shape[:2] + tuple(outs), empty, np.float32)
+    for i in range(outs[0]):
+        for j in range(outs[1]):
+            cells = x[:, :, i * s[0]:i * s[0] + k[0], j * s[1]:j * s[1] + k[1]]
+            if cells.size:
+                y[:, :, i, j] = reduce(cells, axis=(2, 3))
+    return y
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)

@@ -232,7 +232,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
     avg = e.emit("averagePool2d", xp, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=[0, 0, 0, 0], **common)
     if np.all(counts == k):
         return avg
-    scale = (k / counts).reshape((1, *outs) if one_d else outs)
+    scale = (k / np.maximum(counts, 1)).reshape((1, *outs) if one_d else outs)  # no cell counted: 0, as MIL
     scale = scale.reshape(scale.shape[-2:])
     scale = scale[..., None] if layout == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
     return e.emit("mul", avg, e.constant(scale.astype(np.float32), x.dtype), shape=y_shape, dtype=x.dtype,

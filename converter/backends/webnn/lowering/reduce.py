@@ -58,7 +58,9 @@ def _shifted(e: GraphEmitter, r: Operand, shift: Operand | None) -> Operand:
 
 
 for _t in _REDUCE:
-    lowering(_t, note="axes mapped to the layout")(_lower_reduce)
+    lowering(_t, kind="decomposed" if _t == "reduce_log_sum_exp" else "direct",
+             note="max + reduceLogSumExp(x - max)" if _t == "reduce_log_sum_exp" else "axes mapped to the layout")(
+        _lower_reduce)
 
 
 def _lower_arg(e: GraphEmitter, op: Op) -> None:
