@@ -347,3 +347,26 @@ def test_linear_after_a_flattened_conv_output(webnn_browser: WebnnBrowser, tmp_p
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
     np.testing.assert_allclose(out["y"], x.reshape(1, 24) @ w.T + bias, **TOL)
 
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_conv_and_conv_transpose_with_runtime_weights(webnn_browser: WebnnBrowser, tmp_path: Path,
+                                                      layout: str) -> None:
+    x, w, wt = rand((1, 4, 6, 7), 1), rand((6, 2, 2, 3), 2), rand((4, 3, 3, 2), 3)
+    prog = new_program({"x": tensor("fp32", [1, 4, 6, 7]), "w": tensor("fp32", [6, 2, 2, 3]),
+                        "wt": tensor("fp32", [4, 3, 3, 2])}, lambda b, x, w, wt: [
+        b.conv(x=x, weight=w, strides=[2, 1], pad_type="custom", pad=[1, 0, 2, 1], groups=2, name="conv"),
+        b.conv_transpose(x=x, weight=wt, strides=[2, 3], pad_type="custom", pad=[0, 1, 1, 0], name="convt")],
+        opset="iOS17")
+    out = run_webnn(webnn_browser, prog, {"x": x, "w": w, "wt": wt}, tmp_path / "m", layout=layout)
+    ref = F.conv2d(_pad_hw(x, 1, 0, 2, 1), _t(w), stride=(2, 1), groups=2).numpy()
+    np.testing.assert_allclose(out["conv"], ref, **TOL)
+    full = _conv_t_full(x, wt, None, (2, 3), (1, 1), 1)
+    np.testing.assert_allclose(out["convt"], full[:, :, 0:-1, 1:], **TOL)
+
+
+def test_conv_transpose_with_groups_and_a_runtime_weight_is_refused(tmp_path: Path) -> None:
+    prog = new_program({"x": tensor("fp32", [1, 4, 3, 3]), "w": tensor("fp32", [4, 1, 2, 2])}, lambda b, x, w: [
+        b.conv_transpose(x=x, weight=w, groups=2, name="y")], opset="iOS17")
+    with pytest.raises(UnsupportedError, match="conv_transpose 'y'.*constant weight"):
+        converter.convert(prog, to="webnn", out=tmp_path / "m", passes="none")

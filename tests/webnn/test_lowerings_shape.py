@@ -195,3 +195,28 @@ def test_space_depth_shuffles_band_part_and_constants(webnn_browser: WebnnBrowse
         "fill_like": np.full((1, 8, 2, 3), 2.5), "shape_out": [1, 2, 4, 6], "fill": np.full((2, 3), -1.5),
         "range": np.arange(1, 10, 3), "range_f": np.arange(0.5, -1.0, -0.5)})
     np.testing.assert_array_equal(_depth_to_space_dcr(out["s2d"], 2), x2)  # space_to_depth is its inverse
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_a_transpose_read_by_other_ops(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) -> None:
+    """transpose writes no call (a layout change): every later op must read the permuted operand right."""
+    x = rand(X_SHAPE, 1)
+    y = rand((1, 4, 5, 3), 2)
+
+    def body(b, x, y):  # noqa: ANN001, ANN202
+        t = b.transpose(x=conv_stem(b, x, 3), perm=[0, 2, 3, 1])               # [1, 4, 5, 3]
+        return [b.reshape(x=t, shape=[4, 15], name="reshape"), b.add(x=t, y=y, name="add"),
+                b.slice_by_index(x=t, begin=[0, 1, 0, 2], end=[1, 3, 5, 3], squeeze_mask=[True, False, False, True],
+                                 name="slice"),
+                b.reduce_sum(x=t, axes=[-1], keep_dims=False, name="reduce"), b.softmax(x=t, axis=-1, name="softmax"),
+                b.concat(values=[t, y], axis=-1, name="concat"), b.gather(x=t, indices=[2, 0], axis=-1, name="gather"),
+                b.matmul(x=t, y=b.transpose(x=y, perm=[0, 1, 3, 2]), name="matmul"),
+                b.transpose(x=t, perm=[0, 3, 1, 2], name="back")]
+
+    prog = new_program({"x": tensor("fp32", X_SHAPE), "y": tensor("fp32", [1, 4, 5, 3])}, body)
+    out = run_webnn(webnn_browser, prog, {"x": x, "y": y}, tmp_path / "m", layout=layout)
+    t = x.transpose(0, 2, 3, 1)
+    e = np.exp(t)
+    _check(out, {"reshape": t.reshape(4, 15), "add": t + y, "slice": t[0, 1:3, :, 2], "reduce": t.sum(-1),
+                 "softmax": e / e.sum(-1, keepdims=True), "concat": np.concatenate([t, y], -1),
+                 "gather": t[..., [2, 0]], "matmul": t @ y.transpose(0, 1, 3, 2), "back": x}, rtol=1e-5, atol=1e-6)
