@@ -220,3 +220,18 @@ def test_a_transpose_read_by_other_ops(webnn_browser: WebnnBrowser, tmp_path: Pa
     _check(out, {"reshape": t.reshape(4, 15), "add": t + y, "slice": t[0, 1:3, :, 2], "reduce": t.sum(-1),
                  "softmax": e / e.sum(-1, keepdims=True), "concat": np.concatenate([t, y], -1),
                  "gather": t[..., [2, 0]], "matmul": t @ y.transpose(0, 1, 3, 2), "back": x}, rtol=1e-5, atol=1e-6)
+
+
+def test_scalars_negative_squeezed_indices_and_scalar_gathers(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    x = rand((2, 3), 1)
+    a, c, k = np.float32(1.5), np.float32(-2.0), np.array(-2, np.int32)
+    prog = new_program({"x": tensor("fp32", [2, 3]), "a": tensor("fp32", []), "c": tensor("fp32", []),
+                        "k": tensor("int32", [])}, lambda b, x, a, c, k: [
+        b.slice_by_index(x=x, begin=[1, -1], end=[2, 3], squeeze_mask=[True, True], name="last"),
+        b.slice_by_index(x=x, begin=[-2, 0], end=[0, 3], squeeze_mask=[True, False], name="row"),
+        b.concat(values=[a, c, a], axis=0, name="concat"), b.stack(values=[a, c], axis=0, name="stack"),
+        b.gather(x=x, indices=np.int32(-1), axis=1, name="gather_const"),
+        b.gather(x=x, indices=k, axis=1, name="gather_runtime")])
+    out = run_webnn(webnn_browser, prog, {"x": x, "a": a, "c": c, "k": k}, tmp_path / "m")
+    _check(out, {"last": x[1, -1], "row": x[-2], "concat": [a, c, a], "stack": [a, c], "gather_const": x[:, -1],
+                 "gather_runtime": x[:, -2]})

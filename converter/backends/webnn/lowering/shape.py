@@ -89,6 +89,10 @@ def _concat(e: GraphEmitter, op: Op) -> None:
         x = e.any(values[0])
         e.bind(out(op), e.emit("identity", x, shape=x.shape, dtype=x.dtype, perm=x.perm))
         return
+    if not e.shape(values[0]):  # rank-0 values are joined into a 1-D tensor
+        xs = [reshape(e, e.get(v), [1]) for v in values]
+        e.bind(out(op), e.emit("concat", xs, 0, shape=[len(xs)], dtype=xs[0].dtype))
+        return
     xs, perm = common_layout(e, values)
     shape = list(xs[0].shape)
     pa = axis if perm is None else perm.index(axis)
@@ -151,7 +155,8 @@ def _slice_by_index(e: GraphEmitter, op: Op) -> None:
         raise LoweringError("slice bounds must be known at conversion time")
     starts, sizes, steps, reverse_axes = [0] * len(shape), list(shape), [1] * len(shape), []
     for axis, (d, b, en, s, sq) in enumerate(zip(shape, begins, ends, strides, squeeze)):
-        idx = np.arange(d)[(0 if b is None else b):(0 if b is None else b) + 1] if sq else np.arange(d)[slice(b, en, s)]
+        at = 0 if b is None else b  # a squeezed axis keeps the one element at begin (negative: from the end)
+        idx = (np.arange(d)[at:][:1] if -d <= at < d else np.arange(0)) if sq else np.arange(d)[slice(b, en, s)]
         if sq and idx.size == 0:
             raise LoweringError(f"squeezed index {b} is out of range for size {d}")
         if idx.size == 0:
