@@ -52,7 +52,9 @@ def test_conv_every_parameter(webnn_browser: WebnnBrowser, tmp_path: Path, layou
                groups=2, name="custom"),
         b.conv(x=x, weight=w2, strides=[2, 3], pad_type="same", name="same"),
         b.conv(x=x, weight=w3, bias=b3, pad_type="valid", dilations=[2, 1], name="valid"),
-        b.conv(x=x, weight=w4, strides=[2, 3], pad_type="same_lower", groups=4, name="same_lower")], opset="iOS17")
+        b.conv(x=x, weight=w4, strides=[2, 3], pad_type="same_lower", groups=4, name="same_lower"),
+        b.conv(x=x, weight=w2, strides=[1, 2], dilations=[2, 3], pad_type="same", name="same_dilated")],
+        opset="iOS17")
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
     ref = F.conv2d(_pad_hw(x, 1, 2, 0, 3), _t(w1), _t(b1), stride=(2, 1), dilation=(1, 2), groups=2)
     np.testing.assert_allclose(out["custom"], ref.numpy(), **TOL)
@@ -65,6 +67,10 @@ def test_conv_every_parameter(webnn_browser: WebnnBrowser, tmp_path: Path, layou
     assert _lower(7, 4, 2) == (2, 1) and _lower(10, 2, 3) == (1, 0)  # same_lower: the odd one at the start
     ref = F.conv2d(_pad_hw(x, *_lower(7, 4, 2), *_lower(10, 2, 3)), _t(w4), stride=(2, 3), groups=4)
     np.testing.assert_allclose(out["same_lower"], ref.numpy(), **TOL)
+    (t, bo), (le, r) = _same_pads(7, 4, 1, 2), _same_pads(10, 3, 2, 3)
+    assert (t, bo, le, r) == (3, 3, 2, 3)
+    ref = F.conv2d(_pad_hw(x, t, bo, le, r), _t(w2), stride=(1, 2), dilation=(2, 3))
+    np.testing.assert_allclose(out["same_dilated"], ref.numpy(), **TOL)
 
 
 def _lower(n: int, k: int, s: int) -> tuple[int, int]:
@@ -102,7 +108,10 @@ def test_conv_transpose_every_parameter(webnn_browser: WebnnBrowser, tmp_path: P
         b.conv_transpose(x=x, weight=w3, bias=b3, strides=[3, 2], pad_type="custom", pad=[1, 1, 0, 2],
                          output_shape=[1, 2, 7, 10], name="out_shape"),
         # 'same' with a kernel smaller than the stride: the output D*s is longer than the full result
-        b.conv_transpose(x=x, weight=w4, strides=[3, 2], pad_type="same", name="same_short")])
+        b.conv_transpose(x=x, weight=w4, strides=[3, 2], pad_type="same", name="same_short"),
+        # 'valid' with an output_shape shorter than the full result: cut at the end
+        b.conv_transpose(x=x, weight=w2, strides=[2, 2], pad_type="valid", output_shape=[1, 2, 5, 9],
+                         name="valid_cut")])
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
     full = _conv_t_full(x, w1, b1, (2, 3), (2, 1), 2)               # [1, 6, 9, 15]
     np.testing.assert_allclose(out["custom"], full[:, :, 1:, 2:-1], **TOL)
@@ -116,6 +125,8 @@ def test_conv_transpose_every_parameter(webnn_browser: WebnnBrowser, tmp_path: P
     ext = np.zeros((1, 3, 9, 10), np.float32)
     ext[:, :, :8] = full
     np.testing.assert_allclose(out["same_short"], ext, **TOL)
+    full = _conv_t_full(x, w2, None, (2, 2), (1, 1), 1)
+    np.testing.assert_allclose(out["valid_cut"], full[:, :, :5, :9], **TOL)
 
 
 def test_conv_transpose_output_beyond_a_stride_is_refused(tmp_path: Path) -> None:
