@@ -381,3 +381,17 @@ def test_conv_transpose_with_groups_and_a_runtime_weight_is_refused(tmp_path: Pa
         b.conv_transpose(x=x, weight=w, groups=2, name="y")], opset="iOS17")
     with pytest.raises(UnsupportedError, match="conv_transpose 'y'.*constant weight"):
         converter.convert(prog, to="webnn", out=tmp_path / "m", passes="none")
+
+
+@pytest.mark.parametrize("op", ["linear", "matmul", "reduce_mean"])
+def test_integer_forms_without_a_webnn_form_are_refused(tmp_path: Path, op: str) -> None:
+    def body(b, i):  # noqa: ANN001, ANN202
+        if op == "linear":
+            return [b.linear(x=i, weight=np.ones((2, 3), np.int32), name="y")]
+        if op == "matmul":
+            return [b.matmul(x=i, y=np.ones((3, 2), np.int32), name="y")]
+        return [b.reduce_mean(x=i, axes=[1], name="y")]
+
+    prog = new_program({"i": tensor("int32", [2, 3])}, body)
+    with pytest.raises(UnsupportedError, match=f"{op} 'y': .*(float|int32)"):
+        converter.convert(prog, to="webnn", out=tmp_path / "m", passes="none")
