@@ -235,3 +235,36 @@ def test_scalars_negative_squeezed_indices_and_scalar_gathers(webnn_browser: Web
     out = run_webnn(webnn_browser, prog, {"x": x, "a": a, "c": c, "k": k}, tmp_path / "m")
     _check(out, {"last": x[1, -1], "row": x[-2], "concat": [a, c, a], "stack": [a, c], "gather_const": x[:, -1],
                  "gather_runtime": x[:, -2]})
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_ops_made_constant_without_folding(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str,
+                                           monkeypatch: pytest.MonkeyPatch) -> None:
+    """shape/fill/range_1d/fill_like are folded before lowering in a normal conversion; with folding off
+    their own lowerings (constants computed at conversion time) are the ones under test."""
+    import dataclasses
+
+    import converter.backends.webnn as webnn_backend
+    from converter.backends.webnn.lowering import LOWERINGS, load_all
+    from converter.ir.clone import clone_program
+
+    monkeypatch.setattr(webnn_backend, "prepare_program", lambda program, *args, **kw: clone_program(program)[0])
+    load_all()
+    lowered: list[str] = []
+    for t in ("fill_like", "shape", "fill", "range_1d"):
+        def spy(e, op, fn=LOWERINGS[t].fn):  # noqa: ANN001, ANN202
+            lowered.append(op.type)
+            return fn(e, op)
+        monkeypatch.setitem(LOWERINGS, t, dataclasses.replace(LOWERINGS[t], fn=spy))
+    x = rand(X_SHAPE, 1)
+    prog = new_program({"x": tensor("fp32", X_SHAPE)}, lambda b, x: [
+        b.fill_like(ref_tensor=conv_stem(b, x, 3), value=np.float32(2.5), name="fill_like"),
+        b.shape(x=conv_stem(b, x, 3), name="shape_out"), b.fill(shape=[2, 3], value=np.float32(-1.5), name="fill"),
+        b.range_1d(start=np.int32(1), end=np.int32(10), step=np.int32(3), name="range"),
+        b.range_1d(start=np.float32(0.5), end=np.float32(-1.0), step=np.float32(-0.5), name="range_f"),
+        b.relu(x=x, name="uses_x")],  # (a graph with no op reading an input refuses that input at dispatch)
+        opset="iOS17")
+    out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
+    _check(out, {"fill_like": np.full(X_SHAPE, 2.5), "shape_out": list(X_SHAPE), "fill": np.full((2, 3), -1.5),
+                 "range": np.arange(1, 10, 3), "range_f": np.arange(0.5, -1.0, -0.5)})
+    assert sorted(lowered) == ["fill", "fill_like", "range_1d", "range_1d", "shape"]
