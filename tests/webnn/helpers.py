@@ -28,3 +28,15 @@ def computes_in_fp16(prog: Program) -> bool:
     """Whether any op of the program computes in float16 (then fp16 tolerances apply)."""
     return any(getattr(v.type, "dtype", None) is not None and v.type.dtype.name == "fp16"
                for op in prog.walk() for v in op.outputs)
+
+
+def conv_stem(b: Any, x: Any, channels: int, name: str | None = None) -> Any:
+    """An identity 1x1 conv: the value is ``x`` unchanged, but under layout nhwc the ops after it read an
+    NHWC operand (the case the layout tracking must map), so oracles computed on ``x`` hold for both."""
+    w = np.eye(channels, dtype=np.float32).reshape(channels, channels, 1, 1)
+    return b.conv(x=x, weight=w, name=name)
+
+
+def rand(shape: Any, seed: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
+    """Distinct non-round values (so swapped axes or parameters change the result)."""
+    return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float32)

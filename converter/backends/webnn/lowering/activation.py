@@ -46,9 +46,16 @@ def _linear_activation(e: GraphEmitter, op: Op) -> None:
     unary(e, op, "linear", alpha=_p(e, op, "alpha"), beta=_p(e, op, "beta"))
 
 
-@lowering("softplus")
+def _softplus_of(e: GraphEmitter, x: Operand) -> Operand:
+    """softplus as relu(x) + softplus(-|x|): Chromium's softplus saturates at log(FLT_MAX) (softplus(100)
+    gave 88.38); its argument here stays <= 0, where it is exact."""
+    neg_abs = _same(e, "neg", _same(e, "abs", x, like=x), like=x)
+    return _same(e, "add", _same(e, "relu", x, like=x), _same(e, "softplus", neg_abs, like=x), like=x)
+
+
+@lowering("softplus", kind="decomposed", note="relu(x) + softplus(-|x|) (Chromium's softplus saturates near 88)")
 def _softplus(e: GraphEmitter, op: Op) -> None:
-    unary(e, op, "softplus")
+    e.bind(out(op), _softplus_of(e, e.any(op.inputs["x"])))
 
 
 @lowering("silu", kind="decomposed", note="mul(x, sigmoid(x))")
@@ -117,7 +124,7 @@ def _prelu(e: GraphEmitter, op: Op) -> None:
 def _softplus_parametric(e: GraphEmitter, op: Op) -> None:
     x = e.any(op.inputs["x"])
     alpha, beta = _channel_param(e, op, "alpha", x), _channel_param(e, op, "beta", x)
-    sp = _same(e, "softplus", _same(e, "mul", x, beta, like=x), like=x)
+    sp = _softplus_of(e, _same(e, "mul", x, beta, like=x))
     e.bind(out(op), _same(e, "mul", sp, alpha, like=x))
 
 

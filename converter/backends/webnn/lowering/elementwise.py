@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
 from ....ir.core import Op
 from ..emitter import GraphEmitter, LoweringError, Operand
 from ._common import broadcast_shape, cast, common_layout, float_scalar, out
@@ -43,14 +45,22 @@ def _square(e: GraphEmitter, op: Op) -> None:
 
 def _with_epsilon(e: GraphEmitter, op: Op) -> Operand:
     x = e.any(op.inputs["x"])
-    eps = float_scalar(e.const_param(op, "epsilon"))
-    if eps == 0.0:
-        return x
+    eps = float_scalar(e.const_param(op, "epsilon"))  # added even when 0: -0 + 0 is +0, as in MIL
     return e.emit("add", x, e.scalar(eps, x.dtype), shape=x.shape, dtype=x.dtype, perm=x.perm)
 
 
-@lowering("log", kind="decomposed", note="log(x + epsilon)")
+@lowering("log", kind="decomposed", note="log(x + epsilon); a subnormal epsilon (the default) as log(epsilon) where "
+                                        "x == 0")
 def _log(e: GraphEmitter, op: Op) -> None:
+    eps = float_scalar(e.const_param(op, "epsilon"))
+    if 0.0 < eps < np.finfo(np.float32).tiny:  # MIL's default 1e-45: devices flush it to 0 (log(0) = -inf)
+        x = e.any(op.inputs["x"])
+        zero = e.emit("equal", x, e.scalar(0.0, x.dtype), shape=x.shape, dtype="uint8", perm=x.perm)
+        log_eps = float(np.log(np.float64(np.float32(eps))))
+        lg = e.emit("log", x, shape=x.shape, dtype=x.dtype, perm=x.perm)
+        e.bind(out(op), e.emit("where", zero, e.scalar(log_eps, x.dtype), lg, shape=x.shape, dtype=x.dtype,
+                               perm=x.perm))
+        return
     y = _with_epsilon(e, op)
     e.bind(out(op), e.emit("log", y, shape=y.shape, dtype=y.dtype, perm=y.perm))
 
@@ -186,7 +196,8 @@ def _select(e: GraphEmitter, op: Op) -> None:
                            dtype=e.dtype_of(out(op)), perm=perm))
 
 
-@lowering("cast", note="cast (float -> int truncates toward zero in WebNN, as in MIL); to bool: notEqual(x, 0)")
+@lowering("cast", note="cast (float -> int truncates toward zero in WebNN, as in MIL; NaN -> 0 by where(isNaN)); "
+                       "to bool: notEqual(x, 0); to int16/uint16 (int32 in WebNN): saturated or wrapped")
 def _cast(e: GraphEmitter, op: Op) -> None:
     x = e.any(op.inputs["x"])
     target = out(op).type.dtype.name  # type: ignore[union-attr]
@@ -198,10 +209,41 @@ def _cast(e: GraphEmitter, op: Op) -> None:
             zero = e.scalar(0, "int32")
         e.bind(out(op), e.emit("notEqual", src, zero, shape=x.shape, dtype="uint8", perm=x.perm))
         return
+    if target in _RANGE16:
+        e.bind(out(op), _to_16_bit(e, x, target))
+        return
     if x.dtype == dtype:
         e.bind(out(op), e.emit("identity", x, shape=x.shape, dtype=dtype, perm=x.perm))
         return
+    if x.dtype.startswith("float") and not dtype.startswith("float"):
+        x = _nan_to_zero(e, x)
     e.bind(out(op), e.emit("cast", x, dtype, shape=x.shape, dtype=dtype, perm=x.perm))
+
+
+_RANGE16 = {"int16": (-(2**15), 2**15 - 1), "uint16": (0, 2**16 - 1)}
+
+
+def _nan_to_zero(e: GraphEmitter, x: Operand) -> Operand:
+    """MIL casts NaN to integer 0 (Chromium gives the type's maximum)."""
+    nan = e.emit("isNaN", x, shape=x.shape, dtype="uint8", perm=x.perm)
+    return e.emit("where", nan, e.scalar(0.0, x.dtype), x, shape=x.shape, dtype=x.dtype, perm=x.perm)
+
+
+def _to_16_bit(e: GraphEmitter, x: Operand, target: str) -> Operand:
+    """MIL cast to int16/uint16, held as int32 here (WebNN has no 16-bit integers): floats saturate
+    to the target's range (NaN -> 0), integers wrap as two's complement."""
+    lo, hi = _RANGE16[target]
+    if x.dtype.startswith("float"):
+        clamped = e.emit("clamp", _nan_to_zero(e, x), shape=x.shape, dtype=x.dtype, perm=x.perm, minValue=float(lo),
+                         maxValue=float(hi))
+        return cast(e, clamped, "int32")
+    i = cast(e, x, "int32")
+    if lo:
+        i = e.emit("add", i, e.scalar(-lo, "int32"), shape=x.shape, dtype="int32", perm=x.perm)
+    wrapped = _int_floor_div(e, i, e.scalar(2**16, "int32"), x.shape, x.perm)[1]
+    if lo:
+        wrapped = e.emit("add", wrapped, e.scalar(lo, "int32"), shape=x.shape, dtype="int32", perm=x.perm)
+    return wrapped
 
 
 unsupported("random values: WebNN has no random number generator", "random_bernoulli", "random_categorical",

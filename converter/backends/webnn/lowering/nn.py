@@ -67,16 +67,17 @@ def _two(values: tuple[int, ...], one_d: bool, fill: int = 1) -> list[int]:
 
 def _filter(e: GraphEmitter, v: Value, one_d: bool, nhwc_perm: tuple[int, ...], layout: str,
             value: np.ndarray | None = None) -> Operand:
-    """The filter operand of weight ``v`` (``value``: its value, where the op computes it from ``v``)."""
-    shape = e.shape(v)
+    """The filter operand in the op's layout (``value``: a replacement value computed from ``v``'s)."""
     const = e.value_of(v) if value is None else value
+    shape = const.shape if const is not None else e.shape(v)
     if one_d:
         if const is None:
             raise LoweringError("a 1-D convolution needs a constant weight here")
         const = const.reshape(shape[0], shape[1], 1, shape[2])
     if const is not None:
         arr = np.transpose(const, nhwc_perm) if layout == "nhwc" else const
-        return e.constant(arr, e.dtype_of(v) if value is None else e.data_type("fp32"))
+        dtype = e.dtype_of(v)  # a quantized weight's replacement value is a float filter
+        return e.constant(arr, dtype if dtype.startswith("float") else e.data_type("fp32"))
     return e.get(v, nhwc_perm if layout == "nhwc" else None)
 
 
@@ -134,10 +135,11 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
     sizes = [f + x_ for f, x_ in zip(full, extra)]
     hw = [1, sizes[0]] if one_d else sizes
     c_out = y_ir[1]
-    y = e.emit("convTranspose2d", x, _filter(e, op.inputs["weight"], one_d, (1, 2, 3, 0), layout),
+    weight = _plain_transpose_weight(e, op, groups, win.dilations)
+    y = e.emit("convTranspose2d", x, _filter(e, op.inputs["weight"], one_d, (1, 2, 3, 0), layout, weight),
                shape=_shape4(y_ir[0], c_out, hw[0], hw[1], layout), dtype=x.dtype, perm=x.perm,
-               padding=[0, 0, 0, 0], strides=_two(win.strides, one_d), dilations=_two(win.dilations, one_d),
-               outputPadding=_two(tuple(extra), one_d, fill=0), groups=groups, inputLayout=layout,
+               padding=[0, 0, 0, 0], strides=_two(win.strides, one_d), dilations=[1, 1],
+               outputPadding=_two(tuple(extra), one_d, fill=0), groups=1, inputLayout=layout,
                filterLayout="ohwi" if layout == "nhwc" else "iohw", bias=_bias(e, op))
     start_hw = [0, crop[0]] if one_d else crop
     size_hw = [1, outs[0]] if one_d else list(outs)
@@ -148,6 +150,26 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
     if list(size) != list(y.shape):
         y = e.emit("slice", y, starts, size, shape=size, dtype=y.dtype, perm=y.perm)
     _bind_spatial(e, op, y, one_d)
+
+
+def _plain_transpose_weight(e: GraphEmitter, op: Op, groups: int, dilations: tuple[int, ...]) -> np.ndarray | None:
+    """Chromium's convTranspose2d refuses dilations and groups (at build): the same product with a
+    constant weight whose taps are spread by the dilations (zeros between) and whose groups form a
+    block-diagonal [C_in, C_out] weight. None: the weight as it is (no dilations, one group)."""
+    if groups == 1 and all(d == 1 for d in dilations):
+        return None
+    w = e.value_of(op.inputs["weight"])
+    if w is None:
+        raise LoweringError("conv_transpose with dilations or groups needs a constant weight (Chromium's "
+                            "convTranspose2d refuses both)")
+    c_in, og, *kernel = w.shape
+    dilated = np.zeros((c_in, og, *[(k - 1) * d + 1 for k, d in zip(kernel, dilations)]), w.dtype)
+    dilated[(slice(None), slice(None), *[slice(None, None, d) for d in dilations])] = w
+    dense = np.zeros((c_in, og * groups, *dilated.shape[2:]), w.dtype)
+    ig = c_in // groups
+    for g in range(groups):
+        dense[g * ig:(g + 1) * ig, g * og:(g + 1) * og] = dilated[g * ig:(g + 1) * ig]
+    return dense
 
 
 def _pool(e: GraphEmitter, op: Op, method: str) -> None:
@@ -172,7 +194,23 @@ def _pool(e: GraphEmitter, op: Op, method: str) -> None:
         if win.ceil_mode:
             common["outputSizes"] = out_hw
         y = e.emit(method, x, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=pads, **common)
+        if method == "maxPool2d":
+            y = _empty_windows_to_minus_inf(e, y, win, in_sizes, tuple(y_ir[2:]), layout)
     _bind_spatial(e, op, y, one_d)
+
+
+def _empty_windows_to_minus_inf(e: GraphEmitter, y: Operand, win, in_sizes, outs, layout: str) -> Operand:  # noqa: ANN001
+    """A max over a window of padding only is -inf in MIL; Chromium's maxPool2d gives 0 there: such
+    positions (known at conversion time) get -inf added."""
+    empty = np.zeros(outs, bool)
+    for index, _region, count in _output_windows(win, in_sizes, outs, exclude=True):
+        empty[index] = count == 0
+    if not empty.any():
+        return y
+    offset = np.where(empty, -np.inf, 0.0).astype(np.float32).reshape(y.shape[2:] if layout == "nchw" else
+                                                                     y.shape[1:3])
+    offset = offset[..., None] if layout == "nhwc" else offset
+    return e.emit("add", y, e.constant(offset, y.dtype), shape=y.shape, dtype=y.dtype, perm=y.perm)
 
 
 def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, one_d, y_shape, common,  # noqa: ANN001, ANN202
@@ -202,7 +240,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
     avg = e.emit("averagePool2d", xp, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=[0, 0, 0, 0], **common)
     if np.all(counts == k):
         return avg
-    scale = (k / counts).reshape((1, *outs) if one_d else outs)
+    scale = (k / np.maximum(counts, 1)).reshape((1, *outs) if one_d else outs)  # no cell counted: 0, as MIL
     scale = scale.reshape(scale.shape[-2:])
     scale = scale[..., None] if layout == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
     return e.emit("mul", avg, e.constant(scale.astype(np.float32), x.dtype), shape=y_shape, dtype=x.dtype,

@@ -27,13 +27,18 @@ def _lower_reduce(e: GraphEmitter, op: Op) -> None:
     keep = _keep_dims(e, op)
     paxes = sorted(physical_axis(x, a) for a in axes)
     kept_shape = [1 if i in paxes else d for i, d in enumerate(x.shape)]
+    shift = None
+    if op.type == "reduce_log_sum_exp":  # Chromium's saturates at log(FLT_MAX): max + logSumExp(x - max)
+        shift = e.emit("reduceMax", x, shape=kept_shape, dtype=x.dtype, perm=x.perm, axes=paxes, keepDimensions=True)
+        x = e.emit("sub", x, shift, shape=x.shape, dtype=x.dtype, perm=x.perm)
     if keep:
-        e.bind(out(op), e.emit(_REDUCE[op.type], x, shape=kept_shape, dtype=x.dtype, perm=x.perm, axes=paxes,
-                               keepDimensions=True))
+        e.bind(out(op), _shifted(e, e.emit(_REDUCE[op.type], x, shape=kept_shape, dtype=x.dtype, perm=x.perm,
+                                          axes=paxes, keepDimensions=True), shift))
         return
     if x.perm is None:
         shape = [d for i, d in enumerate(x.shape) if i not in paxes]
-        e.bind(out(op), e.emit(_REDUCE[op.type], x, shape=shape, dtype=x.dtype, axes=paxes, keepDimensions=False))
+        e.bind(out(op), _shifted(e, e.emit(_REDUCE[op.type], x, shape=shape, dtype=x.dtype, axes=paxes,
+                                          keepDimensions=False), shift))
         return
     # a permuted input: keep the reduced axes as 1s so the result's layout is x's, minus those axes
     kept = e.emit(_REDUCE[op.type], x, shape=kept_shape, dtype=x.dtype, axes=paxes, keepDimensions=True)
@@ -41,12 +46,21 @@ def _lower_reduce(e: GraphEmitter, op: Op) -> None:
     rank_map = {a: i for i, a in enumerate(sorted(remaining))}
     new_perm = tuple(rank_map[p] for p in remaining)
     shape = [d for i, d in enumerate(x.shape) if i not in paxes]
-    r = reshape(e, kept, shape)
+    r = _shifted(e, reshape(e, kept, shape), shift)
     e.bind(out(op), Operand(r.js, r.shape, r.dtype, None if is_identity(new_perm) else new_perm))
 
 
+def _shifted(e: GraphEmitter, r: Operand, shift: Operand | None) -> Operand:
+    """``r`` plus the kept-dims ``shift`` (reshaped to ``r``: the reduced axes are 1s)."""
+    if shift is None:
+        return r
+    return e.emit("add", r, reshape(e, shift, r.shape), shape=r.shape, dtype=r.dtype, perm=r.perm)
+
+
 for _t in _REDUCE:
-    lowering(_t, note="axes mapped to the layout")(_lower_reduce)
+    lowering(_t, kind="decomposed" if _t == "reduce_log_sum_exp" else "direct",
+             note="max + reduceLogSumExp(x - max)" if _t == "reduce_log_sum_exp" else "axes mapped to the layout")(
+        _lower_reduce)
 
 
 def _lower_arg(e: GraphEmitter, op: Op) -> None:

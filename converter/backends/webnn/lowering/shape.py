@@ -89,6 +89,10 @@ def _concat(e: GraphEmitter, op: Op) -> None:
         x = e.any(values[0])
         e.bind(out(op), e.emit("identity", x, shape=x.shape, dtype=x.dtype, perm=x.perm))
         return
+    if not e.shape(values[0]):  # rank-0 values are joined into a 1-D tensor
+        xs = [reshape(e, e.get(v), [1]) for v in values]
+        e.bind(out(op), e.emit("concat", xs, 0, shape=[len(xs)], dtype=xs[0].dtype))
+        return
     xs, perm = common_layout(e, values)
     shape = list(xs[0].shape)
     pa = axis if perm is None else perm.index(axis)
@@ -129,7 +133,8 @@ def _split(e: GraphEmitter, op: Op) -> None:
 
 
 def _slice(e: GraphEmitter, x: Operand, starts: list[int], sizes: list[int], strides: list[int]) -> Operand:
-    """``x[starts[i] : : strides[i]]`` taking ``sizes[i]`` elements on each axis."""
+    """``sizes`` elements from ``starts`` every ``strides`` (WebNN's sizes are of the input window it
+    reads: ``(size - 1) * stride + 1``)."""
     if list(sizes) == list(x.shape) and not any(starts):
         return x
     if any(s == 0 for s in sizes):
@@ -152,11 +157,8 @@ def _slice_by_index(e: GraphEmitter, op: Op) -> None:
         raise LoweringError("slice bounds must be known at conversion time")
     starts, sizes, steps, reverse_axes = [0] * len(shape), list(shape), [1] * len(shape), []
     for axis, (d, b, en, s, sq) in enumerate(zip(shape, begins, ends, strides, squeeze)):
-        if sq:  # one index, which may count from the end
-            at = 0 if b is None else (b + d if b < 0 else b)
-            idx = np.arange(d)[at:at + 1] if at >= 0 else np.arange(0)
-        else:
-            idx = np.arange(d)[slice(b, en, s)]
+        at = 0 if b is None else b  # a squeezed axis keeps the one element at begin (negative: from the end)
+        idx = (np.arange(d)[at:][:1] if -d <= at < d else np.arange(0)) if sq else np.arange(d)[slice(b, en, s)]
         if sq and idx.size == 0:
             raise LoweringError(f"squeezed index {b} is out of range for size {d}")
         if idx.size == 0:
@@ -256,12 +258,28 @@ def _gather(e: GraphEmitter, op: Op) -> None:
     e.bind(out(op), e.emit("gather", x, idx, shape=shape, dtype=x.dtype, axis=axis))
 
 
-@lowering("gather_along_axis", note="gatherElements; negative indices wrapped")
+@lowering("gather_along_axis", note="gatherElements (constant indices), else gather from the flattened input; "
+                                    "negative indices wrapped")
 def _gather_along_axis(e: GraphEmitter, op: Op) -> None:
     x = e.get(op.inputs["x"])
     axis = axis_of(int(float_scalar(e.const_param(op, "axis"))), x.rank)
-    idx = _indices(e, op.inputs["indices"], x.shape[axis])
+    iv = op.inputs["indices"]
+    idx = _indices(e, iv, x.shape[axis])
+    if e.is_bound(iv) or e.value_of(iv) is None:
+        e.bind(out(op), _gather_elements_by_flat_index(e, x, idx, axis))
+        return
     e.bind(out(op), e.emit("gatherElements", x, idx, shape=e.shape(out(op)), dtype=x.dtype, axis=axis))
+
+
+def _gather_elements_by_flat_index(e: GraphEmitter, x: Operand, idx: Operand, axis: int) -> Operand:
+    """Chromium's gatherElements takes constant indices only: run-time ones pick from the flattened
+    ``x`` at ``idx * stride(axis)`` plus the flat offset of the element's other coordinates."""
+    strides = [int(np.prod(x.shape[d + 1:])) for d in range(x.rank)]
+    coords = np.indices(idx.shape)
+    offset = sum(coords[d] * strides[d] for d in range(x.rank) if d != axis)
+    scaled = e.emit("mul", idx, e.scalar(strides[axis], "int32"), shape=idx.shape, dtype="int32")
+    flat = e.emit("add", scaled, e.constant(np.asarray(offset, np.int32), "int32"), shape=idx.shape, dtype="int32")
+    return e.emit("gather", reshape(e, x, [int(np.prod(x.shape))]), flat, shape=idx.shape, dtype=x.dtype, axis=0)
 
 
 @lowering("pad", note="pad constant/reflection; replicate decomposed (Chromium refuses 'edge')")
@@ -338,7 +356,7 @@ def _fill_like(e: GraphEmitter, op: Op) -> None:
     e.bind(out(op), e.constant(np.full(e.shape(out(op)), value), e.dtype_of(out(op))))
 
 
-@lowering("band_part", kind="decomposed", note="mul by a constant band mask")
+@lowering("band_part", kind="decomposed", note="where(constant band mask, x, 0)")
 def _band_part(e: GraphEmitter, op: Op) -> None:
     x = e.get(op.inputs["x"])
     lower, upper = int(float_scalar(e.param(op, "lower"))), int(float_scalar(e.param(op, "upper")))
@@ -347,7 +365,9 @@ def _band_part(e: GraphEmitter, op: Op) -> None:
     mask = ((lower < 0) | (i - j <= lower)) & ((upper < 0) | (j - i <= upper))
     if x.dtype == "uint8":
         raise LoweringError("band_part of bool tensors has no WebNN form")
-    e.bind(out(op), e.emit("mul", x, e.constant(mask.astype(np.float32), x.dtype), shape=x.shape, dtype=x.dtype))
+    # zeros replace what is outside the band (a NaN or inf there becomes 0, which a 0/1 product would not do)
+    e.bind(out(op), e.emit("where", e.constant(mask.astype(np.uint8), "uint8"), x, e.scalar(0, x.dtype),
+                           shape=x.shape, dtype=x.dtype))
 
 
 @lowering("depth_to_space", kind="decomposed", note="reshape, transpose, reshape (DCR order)")
