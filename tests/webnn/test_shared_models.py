@@ -6,7 +6,7 @@ Oracles: our interpreter on the *source* model (fp32: max abs error <= 1e-3 x ma
 for the torch-derived models the stored torch outputs too (same bound: the browser's float32 is
 another implementation than the interpreter's float64-accumulating numpy).
 
-fp16 models (the ``*_fp16`` packages and SqueezeNetFP16) compute in float16 inside WebNN as in the
+fp16 models (the ``*_fp16`` packages, SqueezeNetFP16, and programs casting to fp16 inside) compute in float16 inside WebNN as in the
 source program. The interpreter rounds each fp16 op's result once from a wider computation, XNNPACK
 may accumulate in fp16: a sum of K products of O(1) values carries up to ~K/2 ulp of error, so the
 bound is 2^-7 (two fp16 ulps at 1.0 scaled by the sqrt-K of the small models here) x max(1, |ref|),
@@ -24,6 +24,7 @@ import pytest
 import converter
 from converter.errors import UnsupportedError
 from converter.ir.interpreter import Interpreter
+from converter.ir.types import TensorType
 from converter.runtime_io import adapt_feeds
 
 from ..nn_models.shared import model_id
@@ -41,8 +42,11 @@ def _ir_outputs(prog: converter.Program, ir_feeds: dict[str, Any]) -> dict[str, 
     return Interpreter(prog).run(ir_feeds, prog.main.name)
 
 
-def _is_fp16(path: Path) -> bool:
-    return "fp16" in path.name.lower()
+def _is_fp16(path: Path, prog: converter.Program) -> bool:
+    """An fp16 model: by its name, or a program that computes in fp16 between fp32 inputs and
+    outputs (casts inside, as coremltools' fp16 ML programs; the DTLN packages do)."""
+    return "fp16" in path.name.lower() or any(
+        isinstance(v.type, TensorType) and v.type.dtype.name == "fp16" for op in prog.main.walk() for v in op.outputs)
 
 
 def _compare(name: str, got: np.ndarray, want: Any, bound: float) -> float:
@@ -79,7 +83,7 @@ def test_shared_model_runs_in_the_browser(path: Path, layout: str, webnn_browser
     browser_feeds = {name: np.asarray(ir_feeds[name]).astype(DTYPES[d["dataType"]])
                      for name, d in module_inputs.items()}
     result = webnn_browser.run(out, browser_feeds, timeout_s=120)
-    bound = FP16_BOUND if _is_fp16(path) else FP32_BOUND
+    bound = FP16_BOUND if _is_fp16(path, prog) else FP32_BOUND
     errors = {}
     module_outputs = module_features(out, "outputs")
     for name, value in want.items():

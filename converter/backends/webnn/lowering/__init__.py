@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, unsupported, webnn_entry
 
-_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn")
+_FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "scatter", "control_flow")
 
 
 def load_all() -> None:
