@@ -78,6 +78,14 @@ class Refused(Exception):
         return f"in {self.op.type} '{self.op.name}': {self.reason}"
 
 
+class _TooLarge(Refused):
+    """The size bound was reached (reported on the innermost loop being unrolled)."""
+
+    def __init__(self, op: Op, reason: str, *, placed: bool = False) -> None:
+        super().__init__(op, reason)
+        self.placed = placed
+
+
 class _Scope:
     """What values of a block being copied stand for (nested blocks chain to their parent)."""
 
@@ -242,7 +250,7 @@ class _Flattener:
         self.made += n
         self.stats["ops"] += n
         if self.made > self.opts.max_ops:
-            raise Refused(op, f"flattening makes more than {self.opts.max_ops} ops "
+            raise _TooLarge(op, f"flattening makes more than {self.opts.max_ops} ops "
                               "(converter.limits.MAX_UNROLLED_OPS): the graph would be too large")
 
     def _fold(self, outs: list[Value]) -> list[Value]:
@@ -268,16 +276,25 @@ class _Flattener:
     # -- while_loop ------------------------------------------------------------------------------
 
     def unroll(self, op: Op, scope: _Scope) -> list[Item]:
-        cond, body = op.blocks
         arg = op.inputs.get("loop_vars", ())
-        inits = arg if isinstance(arg, tuple) else (arg,)
-        state: list[Item] = [scope.get(v) for v in inits]
+        state: list[Item] = [scope.get(v) for v in (arg if isinstance(arg, tuple) else (arg,))]
         for v in (inner for blk in op.blocks for inner in blk.walk()):
             traits = v.opdef.traits if v.opdef is not None else frozenset()
             if "random" in traits or "stateful" in traits:
                 what = "draws random values" if "random" in traits else "reads or writes a state"
                 raise Refused(op, f"it {what} ({v.type} '{v.name}'): unrolling would change what it does")
         self.stats["loops"] += 1
+        try:
+            return self._iterate(op, state, scope)
+        except _TooLarge as big:
+            if big.placed:
+                raise
+            raise _TooLarge(op, big.reason, placed=True) from None
+
+    def _iterate(self, op: Op, state: list[Item], scope: _Scope) -> list[Item]:
+        cond, body = op.blocks
+        arg = op.inputs.get("loop_vars", ())
+        inits = arg if isinstance(arg, tuple) else (arg,)
         for iteration in range(self.opts.max_iterations + 1):
             (go,) = self.inline(cond, state, scope)
             known = None if isinstance(go, ListState) else compile_time_value(go)
