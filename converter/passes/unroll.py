@@ -159,10 +159,12 @@ class _Flattener:
             if op.type == "cond" and not self.opts.select_branches and compile_time_value(op.inputs["pred"]) is None:
                 continue
             self.b.insert_before = op
+            before = op.prev_op
             try:
                 results = self.expand(op, self.top)
             except Refused as r:
                 self.refused[op] = r.message(op)
+                self._drop_made(before, op)
                 continue
             for old, new in zip(op.outputs, results):
                 if isinstance(new, ListState):
@@ -181,6 +183,17 @@ class _Flattener:
                 continue
             self.block.remove_op(op)
         return True
+
+    def _drop_made(self, before: Op | None, anchor: Op) -> None:
+        """Remove what an expansion that was then refused had made (between ``before`` and ``anchor``)."""
+        made = []
+        cur = before.next_op if before is not None else self.block.first_op
+        while cur is not None and cur is not anchor:
+            made.append(cur)
+            cur = cur.next_op
+        for op in reversed(made):
+            self.block.remove_op(op, force=True)
+        self.consts = {k: v for k, v in self.consts.items() if v.producer is not None and v.producer.block is not None}
 
     # -- copying -----------------------------------------------------------------------------------
 

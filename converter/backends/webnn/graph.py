@@ -99,8 +99,6 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
             problems.append(f"{op.type} '{op.name}': {reason}")
             continue
         try:
-            if op.blocks:
-                raise LoweringError("control flow has no WebNN form (WebNN graphs have no branches or loops)")
             low.fn(e, op)
         except _Unavailable:
             continue  # an input whose producer was already reported
