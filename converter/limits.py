@@ -36,6 +36,10 @@ MAX_NESTING = 100
 #: (recurrent layers: one per sequence step); a large loop body takes about 0.5 ms per iteration
 #: in the interpreter, so the default also bounds the time a runaway loop takes to about 5 s.
 DEFAULT_MAX_LOOP_ITERATIONS = 10_000
+#: The most ops flattening control flow may make in one function (`passes.unroll`: loops unrolled for
+#: targets without loops, WebNN). The shared models' loops make under 1,000 (torch's bidirectional
+#: GRU: 2 loops x 8 steps x ~40 ops); a graph of 10,000 builder calls is already a large model.js.
+MAX_UNROLLED_OPS = 10_000
 #: The interpreter's default bound on the bytes of one tensor a run makes (``--check`` of a model
 #: whose declared sizes would exhaust memory: an image input of 256000 x 256 pixels, a tile of
 #: tiles); callers raise it with ``max_tensor_bytes``. The largest activation of the shared real

@@ -34,26 +34,30 @@ def reinfer(where: Function | Program, *, keep_declared_sizes: bool = False) -> 
     functions = list(where.functions.values()) if isinstance(where, Program) else [where]
     changed = 0
     for fn in functions:
-        known = {s.name for v in fn.inputs for s in type_symbols(v.type)}
-        changed += _Reinfer(known if keep_declared_sizes else None).block(fn.block)
+        changed += Retyper(fn, keep_declared_sizes=keep_declared_sizes).block(fn.block)
     return changed
 
 
-class _Reinfer:
-    def __init__(self, known_symbols: set[str] | None) -> None:
-        self.known = known_symbols
+class Retyper:
+    """`reinfer` one op at a time, for a pass that changes inputs as it walks a function in
+    program order (``retype(op)`` once the op's inputs have their final types)."""
+
+    def __init__(self, fn: Function, *, keep_declared_sizes: bool = False) -> None:
+        self.known = {s.name for v in fn.inputs for s in type_symbols(v.type)} if keep_declared_sizes else None
         self.const_memo: dict[Value, bool] = {}
 
     def block(self, block: Block) -> int:
+        return sum(self.retype(op) for op in block.ops)
+
+    def retype(self, op: Op) -> int:
+        """Re-infer ``op``'s output types (and its blocks', first); how many values changed type."""
         changed = 0
-        for op in block.ops:
-            if op.type == "while_loop" and len(op.blocks) == 2:
-                changed += self.loop(op)
-            else:
-                for b in op.blocks:
-                    changed += self.block(b)
-            changed += self.op(op)
-        return changed
+        if op.type == "while_loop" and len(op.blocks) == 2:
+            changed += self.loop(op)
+        else:
+            for b in op.blocks:
+                changed += self.block(b)
+        return changed + self.op(op)
 
     def op(self, op: Op) -> int:
         if op.opdef is None:

@@ -25,6 +25,7 @@ from .fusions.activation_family import FuseActivations, FuseNormalizations
 from .fusions.conv_family import FuseConvFamily, FuseGlobalPool
 from .rewrite import RewritePass, Rule
 from .scaffolding import RemoveScaffolding
+from .unroll import UnrollControlFlow
 
 #: every pass ``--passes`` can name: name -> factory
 PASSES: dict[str, Callable[[], Pass]] = {
@@ -37,6 +38,7 @@ PASSES: dict[str, Callable[[], Pass]] = {
     "fuse_activations": FuseActivations,
     "fuse_normalizations": FuseNormalizations,
     "remove_scaffolding": RemoveScaffolding,
+    "unroll_control_flow": UnrollControlFlow,
 }
 
 #: rounds of a fixed-point pipeline at most (a round that changes nothing ends it earlier)

@@ -69,6 +69,8 @@ def _feeds(path: Path, prog: Program) -> dict[str, Any]:
 
 MODELS = RUNS + MLPROGRAM_PACKAGES
 RULES = all_rules()
+#: passes that trade size for a flat program (unrolled loops are larger than the loop)
+EXPANDING = {"unroll_control_flow"}
 
 
 def rounding_bound(want: Any) -> float:
@@ -150,4 +152,5 @@ def test_each_pass_alone_keeps_outputs(path: Path, pass_name: str) -> None:
     for name in want:
         bound = rounding_bound(want[name]) if inexact else 0.0
         assert max_abs_error(got[name], want[name]) <= bound, f"output {name} changed ({stats.rewrites()})"
-    assert stats.passes[-1].ops_after <= stats.passes[0].ops_before
+    if pass_name not in EXPANDING:
+        assert stats.passes[-1].ops_after <= stats.passes[0].ops_before

@@ -6,7 +6,7 @@ Oracles: our interpreter on the *source* model (fp32: max abs error <= 1e-3 x ma
 for the torch-derived models the stored torch outputs too (same bound: the browser's float32 is
 another implementation than the interpreter's float64-accumulating numpy).
 
-fp16 models (the ``*_fp16`` packages and SqueezeNetFP16) compute in float16 inside WebNN as in the
+fp16 models (the ``*_fp16`` packages, SqueezeNetFP16, and programs casting to fp16 inside) compute in float16 inside WebNN as in the
 source program. The interpreter rounds each fp16 op's result once from a wider computation, XNNPACK
 may accumulate in fp16: a sum of K products of O(1) values carries up to ~K/2 ulp of error, so the
 bound is 2^-7 (two fp16 ulps at 1.0 scaled by the sqrt-K of the small models here) x max(1, |ref|),

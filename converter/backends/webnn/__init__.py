@@ -21,7 +21,7 @@ from ...errors import UnsupportedError
 from ...formats import description as desc
 from ...formats.atomic import fsync_tree, replace_path, temp_name_beside
 from ...ir.clone import clone_program
-from ...ir.core import Function, Program
+from ...ir.core import Function, Op, Program
 from ...ir.types import TensorType, is_static_shape
 from .demo_page import render_demo_page
 from .graph import LoweredGraph, lower_function
@@ -101,12 +101,20 @@ def _static_sizes(fn: Function, input_shapes: Mapping[str, Sequence[int]], sourc
 
 def prepare_program(program: Program, input_shapes: Mapping[str, Sequence[int]] | None = None,
                     source: str | None = None) -> Program:
-    """A copy of ``program`` with static shapes and its constants folded (what lowering needs)."""
+    """A copy of ``program`` with static shapes, its constants folded and its control flow
+    flattened where its course is known at conversion time (what lowering needs)."""
+    return _prepare(program, input_shapes, source)[0]
+
+
+def _prepare(program: Program, input_shapes: Mapping[str, Sequence[int]] | None, source: str | None = None
+             ) -> tuple[Program, dict[Op, str]]:
+    """`prepare_program`, and the ops whose control flow could not be flattened, with why."""
     from ...api import optimize
     from ...passes.canonicalize import Canonicalize
     from ...passes.dce import DeadCodeElimination
     from ...passes.fold_constants import FoldConstants
     from ...passes.specialize import SpecializeShapes
+    from ...passes.unroll import UnrollControlFlow
 
     prog = clone_program(program)[0]
     fn = prog.main
@@ -114,8 +122,16 @@ def prepare_program(program: Program, input_shapes: Mapping[str, Sequence[int]] 
     if sizes:
         SpecializeShapes(inputs={k: list(v) for k, v in sizes.items()}, function=fn.name).run(prog)
     # WebNN has no compressed weights and no ops on constants worth keeping: fold everything
-    optimize(prog, [FoldConstants(expand_constexpr=True, max_bytes=1 << 31), Canonicalize(), DeadCodeElimination()])
-    return prog
+    def cleanup() -> list:
+        return [FoldConstants(expand_constexpr=True, max_bytes=1 << 31), Canonicalize(), DeadCodeElimination()]
+
+    optimize(prog, cleanup())
+    # WebNN graphs have no branches or loops: unroll loops with a known trip count, select between
+    # the branches of a cond, lists with known indices as tensors; then fold what that made constant
+    unroll = UnrollControlFlow()
+    if unroll.run(prog).modified:
+        optimize(prog, cleanup())
+    return prog, unroll.refused
 
 
 def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw", precision: str = "fp32",
@@ -126,7 +142,7 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
         raise UnsupportedError(f"unknown layout '{layout}' (one of: {', '.join(LAYOUTS)})")
     if precision not in PRECISIONS:
         raise UnsupportedError(f"unknown precision '{precision}' (one of: {', '.join(PRECISIONS)})")
-    prog = prepare_program(program, input_shapes, source)
+    prog, refused = _prepare(program, input_shapes, source)
     fn = prog.main
     dest = Path(out)
     dest.parent.mkdir(parents=True, exist_ok=True)
@@ -135,7 +151,8 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
     try:
         with open(tmp / "model.bin", "wb") as f:
             weights = WeightFile(f)
-            graph = lower_function(fn, weights, layout=layout, precision=precision, source=source)
+            graph = lower_function(fn, weights, layout=layout, precision=precision, source=source,
+                                   refused=refused)
         header = _header(program, source, layout, precision, graph, weights)
         (tmp / "model.js").write_text(render_module(graph, header=header), encoding="utf-8")
         (tmp / "model.d.ts").write_text(render_declarations(graph), encoding="utf-8")

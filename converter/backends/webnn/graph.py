@@ -8,6 +8,7 @@ model.js maps them to labels.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -53,7 +54,10 @@ def _descriptor(v: Value, what: str) -> dict[str, Any]:
 
 
 def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", precision: str = "fp32",
-                   source: str | None = None) -> LoweredGraph:
+                   source: str | None = None, refused: Mapping[Op, str] | None = None) -> LoweredGraph:
+    """``refused``: ops left in ``fn`` that an earlier step could not turn into graph ops (control
+    flow that could not be flattened, `converter.passes.unroll`), with why; reported as they are."""
+    refused = refused or {}
     load_all()
     e = GraphEmitter(fn, weights, layout=layout, precision=precision)
     problems: list[str] = []
@@ -87,12 +91,13 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
             except LoweringError as err:
                 problems.append(f"{op.type} '{op.name}': {err}")
             continue
+        if op in refused:
+            problems.append(f"{op.type} '{op.name}': {refused[op]}")
+            continue
         low = LOWERINGS.get(op.type)
         try:
             if low is None:
                 raise LoweringError(UNSUPPORTED.get(op.type, "no WebNN lowering"))
-            if op.blocks:
-                raise LoweringError("control flow has no WebNN form (WebNN graphs have no branches or loops)")
             low.fn(e, op)
         except _Unavailable:
             failed.update(op.outputs)  # an input whose producer was already reported

@@ -86,7 +86,7 @@ def slice_(ctx: Ctx, op: Operator) -> list[Value]:
     x = ctx.operand(op.args["input"], ANY)
     starts, sizes = op.args["starts"], op.args["sizes"]
     strides = op.options.get("strides", [1] * len(starts))
-    ends = [s + (n - 1) * st + 1 for s, n, st in zip(starts, sizes, strides)]
+    ends = [s + n for s, n in zip(starts, sizes)]  # sizes: the window read from the input (spec 8.9.47)
     return [ctx.b.slice_by_index(x=x, begin=np.asarray(starts, np.int32), end=np.asarray(ends, np.int32),
                                  stride=np.asarray(strides, np.int32))]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, unsupported, webnn_entry
 
 _FAMILIES = ("elementwise", "activation", "shape", "reduce", "nn", "recurrent", "resize", "normalize", "indexing", "math",
-             "attention", "quant")
+             "attention", "quant", "scatter", "control_flow")
 
 
 def load_all() -> None:
