@@ -158,16 +158,17 @@ def test_an_output_named_like_a_constant_id_keeps_its_name_through_mil(tmp_path:
 
 def test_strided_slice_sizes_are_the_input_window_read() -> None:
     """WebNN's slice ``sizes`` are extents in the input (start + size <= dim); the result holds
-    ceil(size / stride) elements per axis (spec 8.9.47; Chromium agrees): [0:5:3] of 7 -> 2 values."""
+    ceil(size / stride) elements per axis (spec 8.9.47; Chromium agrees): start 0, size 4, stride 3 of 7
+    values reads [0:4:3] -> 2 values (not 4 strided steps)."""
     from converter.frontends.webnn.graph import graph_from_dict
     from converter.frontends.webnn.to_ir import graph_to_program
     from converter.ir.interpreter import Interpreter
 
     doc = {"format": "converter.webnn-graph", "version": 1,
            "inputs": {"x": {"descriptor": {"dataType": "float32", "shape": [7]}}}, "constants": {},
-           "operators": [{"name": "slice", "arguments": [{"input": "x"}, {"starts": [1]}, {"sizes": [5]},
+           "operators": [{"name": "slice", "arguments": [{"input": "x"}, {"starts": [0]}, {"sizes": [4]},
                                                           {"options": {"strides": [3]}}], "outputs": "y"}],
            "outputs": {"y": "y"}}
     prog = graph_to_program(graph_from_dict(doc, "<strided>"))
     x = np.arange(7, dtype=np.float32)
-    np.testing.assert_array_equal(Interpreter(prog).run({"x": x})["y"], x[1:6:3])
+    np.testing.assert_array_equal(Interpreter(prog).run({"x": x})["y"], x[0:4:3])
