@@ -155,3 +155,14 @@ def test_command_line(tmp_path: Path) -> None:
     assert module_features(tmp_path / "w4")["x"]["shape"] == [3, 12, 9]
     r = runner.invoke(cli_main, ["convert", str(CNN), "-o", str(tmp_path / "m.mlpackage"), "--layout", "nhwc"])
     assert r.exit_code == 2 and "--to webnn" in r.output
+
+
+def test_an_input_no_output_reads_is_left_out_of_the_graph_with_a_note(tmp_path: Path,
+                                                                       recwarn: pytest.WarningsRecorder) -> None:
+    def body(b, x, unused):
+        return [b.relu(x=x, name="y")]
+
+    prog = new_program({"x": tensor("fp32", [2]), "unused": tensor("fp32", [3])}, body)
+    converter.convert(prog, to="webnn", out=tmp_path / "web")
+    assert list(module_features(tmp_path / "web")) == ["x"]
+    assert any("'unused'" in str(w.message) for w in recwarn)

@@ -25,7 +25,11 @@ PER_OP = 4
 MINIMUM_PASSING = 200
 
 #: case id -> why it does not pass in the browser (an UnsupportedError at conversion, or Chromium's answer)
-KNOWN: dict[str, str] = {}
+_RUNTIME_SCATTER = "indices must be known at conversion time"  # Chromium scatters by constant indices only
+KNOWN: dict[str, str] = {
+    **{f"scatterND-{i}": _RUNTIME_SCATTER for i in range(4)},
+    **{f"scatterElements-{i}": _RUNTIME_SCATTER for i in (0, 2)},
+}
 
 
 def _sample() -> list:

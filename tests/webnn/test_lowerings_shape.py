@@ -248,7 +248,7 @@ def test_ops_made_constant_without_folding(webnn_browser: WebnnBrowser, tmp_path
     from converter.backends.webnn.lowering import LOWERINGS, load_all
     from converter.ir.clone import clone_program
 
-    monkeypatch.setattr(webnn_backend, "prepare_program", lambda program, *args, **kw: clone_program(program)[0])
+    monkeypatch.setattr(webnn_backend, "_prepare", lambda program, *args, **kw: (clone_program(program)[0], {}))
     load_all()
     lowered: list[str] = []
     for t in ("fill_like", "shape", "fill", "range_1d"):

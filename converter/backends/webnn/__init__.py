@@ -13,11 +13,12 @@
 from __future__ import annotations
 
 import os
+import warnings
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ...errors import UnsupportedError
+from ...errors import ConversionWarning, UnsupportedError
 from ...formats import description as desc
 from ...formats.atomic import fsync_tree, replace_path, temp_name_beside
 from ...ir.clone import clone_program
@@ -153,6 +154,10 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
             weights = WeightFile(f)
             graph = lower_function(fn, weights, layout=layout, precision=precision, source=source,
                                    refused=refused)
+        if graph.unused_inputs:
+            names = ", ".join(repr(n) for n in graph.unused_inputs)
+            warnings.warn(ConversionWarning(f"input(s) {names} are read by no output: the WebNN graph does not take "
+                                            "them"), stacklevel=2)
         header = _header(program, source, layout, precision, graph, weights)
         (tmp / "model.js").write_text(render_module(graph, header=header), encoding="utf-8")
         (tmp / "model.d.ts").write_text(render_declarations(graph), encoding="utf-8")

@@ -40,6 +40,7 @@ class LoweredGraph:
     body: list[str]
     classifier: Classifier | None = None
     stats: dict[str, int] = field(default_factory=dict)
+    unused_inputs: list[str] = field(default_factory=list)  # model inputs no output depends on (not in the graph)
 
 
 def _descriptor(v: Value, what: str) -> dict[str, Any]:
@@ -62,7 +63,13 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
     e = GraphEmitter(fn, weights, layout=layout, precision=precision)
     problems: list[str] = []
     inputs: dict[str, dict[str, Any]] = {}
+    unused_inputs: list[str] = []
     for v in fn.inputs:
+        if not v.uses:
+            # nothing reads it: a WebNN graph has only the inputs its outputs depend on (Chromium
+            # refuses a dispatch that binds any other), so model.js neither declares nor takes it
+            unused_inputs.append(v.name)
+            continue
         try:
             desc = _descriptor(v, "input")
         except LoweringError as err:
@@ -134,7 +141,7 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
     e.set_comment("")
     e.raw_line("return builder.build({" + ", ".join(f"{js_string(k)}: {js}" for k, js in returned.items()) + "});")
     stats = dict(e.stats)
-    return LoweredGraph(inputs, outputs, e.lines, classifier, stats)
+    return LoweredGraph(inputs, outputs, e.lines, classifier, stats, unused_inputs)
 
 
 def _classify(e: GraphEmitter, fn: Function, op: Op) -> Classifier:

@@ -126,7 +126,7 @@ def _scatter(e: GraphEmitter, op: Op) -> None:
     lower_by_index_map(e, op, ("data", "updates"))
 
 
-for _t in ("scatter", "scatter_nd", "scatter_along_axis"):
+for _t in ("scatter_nd", "scatter_along_axis"):  # scatter (every mode): lowering/scatter.py
     lowering(_t, kind="decomposed", note="mode 'update' with constant indices: a gather from data and updates with a "
                                          "constant index map (duplicate indices as the IR); other modes unsupported")(
         _scatter)
