@@ -196,12 +196,10 @@ function showTop5(results) {
   }
 }
 
-// --- the graph, built once per device type ---
-let built = null; // {device, context, graph, buildMs}
+// --- the graph, built once per device type (a pending build is shared, not repeated) ---
+let built = null; // {device, promise of {context, graph, buildMs} or null (no context)}
 
-async function ensureGraph() {
-  const device = deviceSelect.value;
-  if (built && built.device === device) return built;
+async function buildFor(device) {
   let context;
   try {
     context = await navigator.ml.createContext({ deviceType: device });
@@ -212,8 +210,18 @@ async function ensureGraph() {
   setStatus("building", `Building the graph for ${device}...`);
   const t0 = performance.now();
   const graph = await model.load(context);
-  built = { device, context, graph, buildMs: performance.now() - t0 };
-  return built;
+  return { device, context, graph, buildMs: performance.now() - t0 };
+}
+
+function ensureGraph() {
+  const device = deviceSelect.value;
+  if (!built || built.device !== device) {
+    const promise = buildFor(device);
+    built = { device, promise };
+    promise.then((b) => { if (!b && built && built.promise === promise) built = null; },
+      () => { if (built && built.promise === promise) built = null; });
+  }
+  return built.promise;
 }
 
 async function runOnce() {
@@ -245,6 +253,7 @@ async function start() {
       + "here. Try a browser with WebNN enabled (e.g. Chrome with the WebNN flag).");
     return;
   }
+  runButton.disabled = true;
   try {
     if (!(await ensureGraph())) return;
     setStatus("ready", "Ready: choose inputs and press Run.");
@@ -255,7 +264,7 @@ async function start() {
 }
 
 runButton.addEventListener("click", () => { runOnce(); });
-deviceSelect.addEventListener("change", () => { built = null; start(); });
+deviceSelect.addEventListener("change", () => { start(); });
 start();
 """
 
