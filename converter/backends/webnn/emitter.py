@@ -151,7 +151,16 @@ class GraphEmitter:
 
     def emit(self, method: str, *args: Any, shape: Sequence[int], dtype: str, perm: Perm | None = None,
              **options: Any) -> Operand:
-        """Write ``const tN = builder.method(args, {options})`` and return its operand."""
+        """Write ``const tN = builder.method(args, {options})`` and return its operand. A transpose
+        that moves only size-1 axes (e.g. NHWC [1, 1, 1, C] after a global pool) keeps the elements'
+        order: it is written as a reshape, which costs nothing."""
+        if method == "transpose" and isinstance(args[0], Operand):
+            x = args[0]
+            step = options.get("permutation", list(range(x.rank))[::-1])
+            moved = [a for a in step if x.shape[a] != 1]
+            if moved == sorted(moved):
+                return self.emit("reshape", x, [int(d) for d in shape], shape=shape, dtype=dtype, perm=perm)
+            self.stats["transposes"] += 1
         text, operands = self._call_text(method, args, options)
         shape = tuple(int(d) for d in shape)
         self._check(method, operands, [(shape, dtype)])
@@ -238,7 +247,6 @@ class GraphEmitter:
             step = tuple(src.index(w) for w in want)
             view = self.emit("transpose", bound, shape=[bound.shape[s] for s in step], dtype=bound.dtype,
                              perm=key_perm, permutation=list(step))
-            self.stats["transposes"] += 1
         self._views[(value, key_perm)] = view
         return view
 

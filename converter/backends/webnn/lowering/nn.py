@@ -20,26 +20,27 @@ from ._common import axis_of, float_scalar, int_list, out, physical_axis, reshap
 from .registry import lowering
 
 
-def _spatial_input(e: GraphEmitter, v: Value) -> tuple[Operand, bool]:
-    """``v`` as a 4-D operand in the emitter's layout, and whether it was 1-D (rank 3)."""
+def _spatial_input(e: GraphEmitter, v: Value, layout: str | None = None) -> tuple[Operand, bool]:
+    """``v`` as a 4-D operand in ``layout`` (default: the emitter's), and whether it was 1-D (rank 3)."""
+    layout = layout or e.layout
     shape = e.shape(v)
     if len(shape) == 4:
-        return (e.get(v, NCHW_TO_NHWC) if e.layout == "nhwc" else e.get(v)), False
+        return (e.get(v, NCHW_TO_NHWC) if layout == "nhwc" else e.get(v)), False
     if len(shape) == 3:
         x = reshape(e, e.get(v), [shape[0], shape[1], 1, shape[2]])
-        if e.layout == "nhwc":
+        if layout == "nhwc":
             x = e.emit("transpose", x, shape=[shape[0], 1, shape[2], shape[1]], dtype=x.dtype,
                        perm=NCHW_TO_NHWC, permutation=list(NCHW_TO_NHWC))
         return x, True
     raise LoweringError(f"{len(shape) - 2}-D spatial ops have no WebNN form (conv2d and the 2-D pools only)")
 
 
-def _bind_spatial(e: GraphEmitter, op: Op, y: Operand, one_d: bool) -> None:
-    """Bind the op's output from a 4-D result (NHWC in NHWC mode)."""
+def _bind_spatial(e: GraphEmitter, op: Op, y: Operand, one_d: bool, layout: str | None = None) -> None:
+    """Bind the op's output from a 4-D result in ``layout`` (default: the emitter's)."""
     if not one_d:
         e.bind(out(op), y)
         return
-    if e.layout == "nhwc":
+    if (layout or e.layout) == "nhwc":
         n, _, w, c = y.shape
         y = e.emit("transpose", y, shape=[n, c, 1, w], dtype=y.dtype, permutation=[0, 3, 1, 2])
     e.bind(out(op), reshape(e, y, e.shape(out(op))))
@@ -153,14 +154,25 @@ def _conv_transpose(e: GraphEmitter, op: Op) -> None:
     _bind_spatial(e, op, y, one_d)
 
 
+def _pool_layout(e: GraphEmitter, xv: Value) -> str:
+    """Pools work in either layout at the same cost: in NHWC mode a pool follows its input's layout
+    (NHWC after a conv; the IR's own after, e.g., a normalization's elementwise ops), so it never
+    adds a transpose pair of its own."""
+    if e.layout != "nhwc":
+        return "nchw"
+    if e.is_bound(xv) and e.any(xv).perm is None:
+        return "nchw"
+    return "nhwc"
+
+
 def _pool(e: GraphEmitter, op: Op, method: str) -> None:
     xv = op.inputs["x"]
-    x, one_d = _spatial_input(e, xv)
+    layout = _pool_layout(e, xv)
+    x, one_d = _spatial_input(e, xv, layout)
     kernel = tuple(int_list(e.const_param(op, "kernel_sizes")))
     win = _window(op, kernel, one_d)
     in_sizes = tuple(e.shape(xv)[2:])
     y_ir = e.shape(out(op))
-    layout = _layout_option(e)
     out_hw = [1, y_ir[2]] if one_d else [y_ir[2], y_ir[3]]
     y_shape = _shape4(y_ir[0], y_ir[1], out_hw[0], out_hw[1], layout)
     pads = _pads(win, in_sizes, one_d)
@@ -176,7 +188,7 @@ def _pool(e: GraphEmitter, op: Op, method: str) -> None:
         if win.ceil_mode:
             common["outputSizes"] = out_hw
         y = e.emit(method, x, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=pads, **common)
-    _bind_spatial(e, op, y, one_d)
+    _bind_spatial(e, op, y, one_d, layout)
 
 
 def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, one_d, y_shape, common):  # noqa: ANN001, ANN202
@@ -196,7 +208,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
         return e.emit("averagePool2d", x, shape=y_shape, dtype=x.dtype, perm=x.perm, padding=[0, 0, 0, 0], **common)
     hw_before = [pads[0], pads[2]]
     hw_after = [pads[1] + (0 if one_d else overhang[0]), pads[3] + overhang[-1]]
-    if e.layout == "nhwc":
+    if common["layout"] == "nhwc":
         before, after = [0, *hw_before, 0], [0, *hw_after, 0]
     else:
         before, after = [0, 0, *hw_before], [0, 0, *hw_after]
@@ -207,7 +219,7 @@ def _average(e: GraphEmitter, x: Operand, win, in_sizes, outs, exclude, pads, on
         return avg
     scale = (k / counts).reshape((1, *outs) if one_d else outs)
     scale = scale.reshape(scale.shape[-2:])
-    scale = scale[..., None] if e.layout == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
+    scale = scale[..., None] if common["layout"] == "nhwc" else scale  # [H, W, 1] broadcasts over NHWC's channels
     return e.emit("mul", avg, e.constant(scale.astype(np.float32), x.dtype), shape=y_shape, dtype=x.dtype,
                   perm=x.perm)
 
