@@ -88,6 +88,10 @@ class GraphEmitter:
         self.precision = precision
         self.lines: list[str] = []
         self._bound: dict[Value, Operand] = {}
+        # values flattened from a permuted operand without a transpose (only for `linear` users, which
+        # permute their weight's columns instead): value -> for each flat position of the data, the
+        # position in the IR value (see lowering/shape.py `_reshape_to_output`)
+        self.flat_orders: dict[Value, np.ndarray] = {}
         self._views: dict[tuple[Value, Perm | None], Operand] = {}
         self._counter = 0
         self._comment = ""

@@ -250,6 +250,9 @@ def _linear(e: GraphEmitter, op: Op) -> None:
     w = e.value_of(op.inputs["weight"])
     if w is None:
         raise LoweringError("linear needs a constant weight")
+    order = e.flat_orders.get(xv)
+    if order is not None:  # x is a flatten of NHWC data, in its physical order: reorder the weight's columns
+        w = np.ascontiguousarray(w[:, order])
     dtype = x.dtype
     if not dtype.startswith("float"):
         raise LoweringError("integer linear has no WebNN form (gemm and matmul are float-only in Chromium)")

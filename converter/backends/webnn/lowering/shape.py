@@ -12,7 +12,38 @@ from ._common import axis_of, cast, common_layout, float_scalar, int_list, out, 
 from .registry import lowering
 
 
+def _flat_order(e: GraphEmitter, op: Op, xv: Value) -> np.ndarray | None:
+    """For a flatten (``[N, d1..dk] -> [..., d1*..*dk]``) of an operand held permuted (NHWC after a
+    conv) whose only users are ``linear`` ops with a constant weight: the IR flat position of each
+    flat position of the permuted data. Those users permute their weight's columns by it at
+    conversion time, so the flatten needs no transpose in the graph. None when that does not apply."""
+    bound = e.any(xv)
+    y = out(op)
+    perm = bound.perm
+    x_shape, y_shape = e.shape(xv), e.shape(y)
+    if perm is None or perm[0] != 0 or len(x_shape) < 2 or not y_shape:
+        return None
+    inner = int(np.prod(x_shape[1:]))
+    if y_shape[-1] != inner or int(np.prod(y_shape[:-1])) != x_shape[0]:
+        return None
+    users = y.users()
+    if not users or len(users) != len(y.uses):  # a block output is a use that is no op
+        return None
+    for u in users:
+        if u.type != "linear" or u.inputs.get("x") is not y or e.value_of(u.inputs["weight"]) is None:
+            return None
+    ir_positions = np.arange(inner).reshape(x_shape[1:])
+    return np.transpose(ir_positions, [p - 1 for p in perm[1:]]).reshape(-1)
+
+
 def _reshape_to_output(e: GraphEmitter, op: Op, x_key: str = "x") -> None:
+    order = _flat_order(e, op, op.inputs[x_key])
+    if order is not None:
+        x = e.any(op.inputs[x_key])
+        result = e.emit("reshape", x, list(e.shape(out(op))), shape=e.shape(out(op)), dtype=x.dtype)
+        e.bind(out(op), result)
+        e.flat_orders[out(op)] = order
+        return
     x = e.get(op.inputs[x_key])
     result = e.emit("reshape", x, list(e.shape(out(op))), shape=e.shape(out(op)), dtype=x.dtype)
     e.bind(out(op), result)
