@@ -64,6 +64,13 @@ class RunResult:
     console: list[str] = field(default_factory=list)
 
 
+@dataclass
+class PageResult:
+    text: dict[str, list[str]]  # selector -> textContent of each matching element
+    page_errors: list[str]  # uncaught exceptions in the page
+    console: list[str]
+
+
 class WebnnBrowser:
     """A running driver and its browser. Use as a context manager, or call close()."""
 
@@ -105,6 +112,31 @@ class WebnnBrowser:
             self.close()
             raise BrowserError(f"{what}: the browser driver exited (code {code})")
         return json.loads(line)
+
+    def _request(self, request: dict, timeout_s: float, what: str) -> dict:
+        if self._proc.poll() is not None:
+            raise BrowserError("the browser driver is not running")
+        self._next_id += 1
+        request = {"id": self._next_id, **request, "timeout_ms": int(timeout_s * 1000)}
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps(request) + "\n")
+        self._proc.stdin.flush()
+        answer = self._read_line(timeout_s + REQUEST_SLACK_S, what)
+        if answer.get("id") != self._next_id:
+            raise BrowserError(f"answer out of order: {answer}")
+        return answer
+
+    def open_page(self, folder: Path, open: str = "index.html", steps: list[dict] | None = None,
+                  text: list[str] | None = None, timeout_s: float = 60.0) -> PageResult:
+        """Open `open` from `folder` in a fresh tab, perform `steps` in order ({"wait_for": selector},
+        {"click": selector}, {"select": selector, "value": v}, {"upload": selector, "files": [paths]})
+        and return the text of every element matching each selector of `text`."""
+        request = {"page": str(Path(folder).resolve()), "open": open, "steps": steps or [], "text": text or []}
+        answer = self._request(request, timeout_s, f"opening {folder}/{open}")
+        if not answer.get("ok"):
+            raise BrowserError(f"{answer.get('error', 'unknown error')} [page shows: {answer.get('text')}; "
+                               f"page errors: {answer.get('page_errors')}; console: {answer.get('console')}]")
+        return PageResult(answer["text"], answer["page_errors"], answer["console"])
 
     def run(self, page: Path, feeds: dict[str, np.ndarray], module: str = "model.js", runs: int = 1,
             via: str = "build", timeout_s: float = 60.0) -> RunResult:

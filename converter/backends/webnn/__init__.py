@@ -182,16 +182,22 @@ def _title(source: str | None) -> str:
 
 
 def _images(fn: Function) -> dict[str, Any]:
-    """Image inputs: name -> {colorSpace, height, width} (the demo page fills them from a picture)."""
+    """Image inputs: name -> {colorSpace, height, width, channels} (the demo page fills them from a
+    picture: a [1, C, H, W] tensor of the input's static size, in the model's colour order)."""
+    from ...formats.proto import FeatureTypes_pb2
+
     images = {}
     for v in fn.inputs:
         info = fn.input_info.get(v.name)
         ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
-        if ft is not None and desc.feature_kind(ft) == "imageType":
-            from ...formats.proto import FeatureTypes_pb2
-
-            space = FeatureTypes_pb2.ImageFeatureType.ColorSpace.Name(ft.imageType.colorSpace)
-            images[v.name] = {"colorSpace": space}
+        if ft is None or desc.feature_kind(ft) != "imageType":
+            continue
+        shape = v.type.shape if isinstance(v.type, TensorType) else None
+        if shape is None or len(shape) < 3 or not is_static_shape(shape):
+            continue  # the page fills it with random values
+        space = FeatureTypes_pb2.ImageFeatureType.ColorSpace.Name(ft.imageType.colorSpace)
+        images[v.name] = {"colorSpace": space, "height": int(shape[-2]), "width": int(shape[-1]),
+                          "channels": int(shape[-3])}
     return images
 
 

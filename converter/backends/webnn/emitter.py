@@ -88,13 +88,14 @@ class GraphEmitter:
         self.precision = precision
         self.lines: list[str] = []
         self._bound: dict[Value, Operand] = {}
+        # values flattened from a permuted operand without a transpose (only for `linear` users, which
+        # permute their weight's columns instead): value -> for each flat position of the data, the
+        # position in the IR value (see lowering/shape.py `_flatten_into_linear`)
+        self.flat_orders: dict[Value, np.ndarray] = {}
         self._views: dict[tuple[Value, Perm | None], Operand] = {}
         self._counter = 0
         self._comment = ""
         self.stats = {"calls": 0, "transposes": 0, "constants": 0}
-        #: values bound to a flatten whose columns are permuted: physical column j is column order[j]
-        #: (only `linear` reads them, permuting its weight to match; see lowering/shape.py)
-        self.column_order: dict[Value, np.ndarray] = {}
 
     # -- naming and writing ------------------------------------------------------------------------
 
@@ -154,7 +155,16 @@ class GraphEmitter:
 
     def emit(self, method: str, *args: Any, shape: Sequence[int], dtype: str, perm: Perm | None = None,
              **options: Any) -> Operand:
-        """Write ``const tN = builder.method(args, {options})`` and return its operand."""
+        """Write ``const tN = builder.method(args, {options})`` and return its operand. A transpose
+        that moves only size-1 axes (e.g. NHWC [1, 1, 1, C] after a global pool) keeps the elements'
+        order: it is written as a reshape, which costs nothing."""
+        if method == "transpose" and isinstance(args[0], Operand):
+            x = args[0]
+            step = options.get("permutation", list(range(x.rank))[::-1])
+            moved = [a for a in step if x.shape[a] != 1]
+            if moved == sorted(moved):
+                return self.emit("reshape", x, [int(d) for d in shape], shape=shape, dtype=dtype, perm=perm)
+            self.stats["transposes"] += 1
         text, operands = self._call_text(method, args, options)
         shape = tuple(int(d) for d in shape)
         self._check(method, operands, [(shape, dtype)])
@@ -241,7 +251,6 @@ class GraphEmitter:
             step = tuple(src.index(w) for w in want)
             view = self.emit("transpose", bound, shape=[bound.shape[s] for s in step], dtype=bound.dtype,
                              perm=key_perm, permutation=list(step))
-            self.stats["transposes"] += 1
         self._views[(value, key_perm)] = view
         return view
 

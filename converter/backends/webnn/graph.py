@@ -18,7 +18,7 @@ from ...errors import UnsupportedError
 from ...ir.core import Function, Op, Value
 from ...ir.ops.classify import class_labels
 from ...ir.types import DictType, TensorType
-from .emitter import DATA_TYPES, GraphEmitter, LoweringError, Operand, _Unavailable
+from .emitter import DATA_TYPES, NCHW_TO_NHWC, GraphEmitter, LoweringError, Operand, _Unavailable
 from .jsliteral import js_comment, js_string
 from .lowering import LOWERINGS, UNSUPPORTED, load_all
 from .weights import WeightFile
@@ -82,6 +82,12 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
         compute = e.data_type(v.type.dtype)  # type: ignore[union-attr]
         if compute != operand.dtype:
             operand = e.emit("cast", operand, compute, shape=operand.shape, dtype=compute)
+        if e.layout == "nhwc" and len(operand.shape) == 4 and _feeds_only_spatial_ops(e, v):
+            # an image: to NHWC at the input, so its preprocessing (scale, bias) runs in NHWC and the
+            # graph's only input transpose is here (the constants are transposed at conversion time)
+            shape = [operand.shape[i] for i in NCHW_TO_NHWC]
+            operand = e.emit("transpose", operand, shape=shape, dtype=operand.dtype, perm=NCHW_TO_NHWC,
+                             permutation=list(NCHW_TO_NHWC))
         e.bind(v, operand)
 
     classifier: Classifier | None = None
@@ -142,6 +148,37 @@ def lower_function(fn: Function, weights: WeightFile, *, layout: str = "nchw", p
     e.raw_line("return builder.build({" + ", ".join(f"{js_string(k)}: {js}" for k, js in returned.items()) + "});")
     stats = dict(e.stats)
     return LoweredGraph(inputs, outputs, e.lines, classifier, stats, unused_inputs)
+
+
+_SPATIAL_OPS = {"conv", "conv_transpose", "max_pool", "avg_pool", "l2_pool"}
+_PREPROCESSING_OPS = {"add", "sub", "mul", "real_div"}
+
+
+def _feeds_only_spatial_ops(e: GraphEmitter, v: Value) -> bool:
+    """Whether every use of ``v``, followed through elementwise ops with a constant other operand
+    (an image's scale and bias), is the ``x`` of a conv or pool (which work in NHWC in NHWC mode)."""
+    users = v.users()
+    if not users or any(u is v for u in fn_outputs(v)):
+        return False
+    for op in users:
+        if op.type in _SPATIAL_OPS:
+            if op.inputs.get("x") is not v:
+                return False
+            continue
+        if op.type not in _PREPROCESSING_OPS:
+            return False
+        others = [x for x in op.inputs.values() if x is not v]
+        if any(not isinstance(x, Value) or e.value_of(x) is None for x in others) or len(op.outputs) != 1:
+            return False
+        y = op.outputs[0]
+        if len(getattr(y.type, "shape", None) or ()) != 4 or not _feeds_only_spatial_ops(e, y):
+            return False
+    return True
+
+
+def fn_outputs(v: Value) -> list[Value]:
+    """``v`` if it is an output of its block (a block output is a use that is not an op)."""
+    return [v] if any(not isinstance(u.user, Op) for u in v.uses) else []
 
 
 def _classify(e: GraphEmitter, fn: Function, op: Op) -> Classifier:

@@ -16,6 +16,13 @@
 // Answer:   {"id", "ok": true, "outputs": {name: {"dataType", "shape", "data": base64}},
 //            "fetch_ms", "build_ms", "run_ms": [per run], "page_ms", "console": [...]}
 //        or {"id", "ok": false, "error": "message", "console": [...]}.
+// Page request: {"id", "page": "/abs/dir", "open": "index.html", "steps": [step, ...],
+//            "text": [selector, ...], "timeout_ms"}: opens the page (served from "page") and performs
+//   the steps in order; a step is {"wait_for": selector}, {"click": selector},
+//   {"select": selector, "value": v} or {"upload": selector, "files": ["/abs/file", ...]}.
+// Answer:   {"id", "ok": true, "text": {selector: [textContent of each match]}, "page_errors": [...],
+//            "console": [...]} or {"id", "ok": false, "error", "text", "page_errors", "console"}
+//   (on failure "text" still holds what the selectors show, to say why).
 // {"cmd": "quit"} or end of stdin closes the browser and exits. Every step has a timeout.
 
 import { createReadStream, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
@@ -229,6 +236,55 @@ async function handle(browser, origin, request) {
   }
 }
 
+async function pageTexts(page, selectors) {
+  const text = {};
+  for (const selector of selectors) {
+    text[selector] = await page.$$eval(selector, (nodes) => nodes.map((n) => n.textContent));
+  }
+  return text;
+}
+
+async function handlePageRequest(browser, origin, request) {
+  const consoleLines = [];
+  const pageErrors = [];
+  const page = await withTimeout(browser.newPage(), CLOSE_TIMEOUT_MS * 2, "opening a page");
+  page.on("console", (msg) => consoleLines.push(`${msg.type()}: ${msg.text()}`));
+  page.on("pageerror", (err) => pageErrors.push(err.message));
+  const timeoutMs = request.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
+  const selectors = request.text ?? [];
+  try {
+    const url = `${origin}/m/${mount(request.page)}/${request.open}`;
+    const work = (async () => {
+      await page.goto(url, { timeout: timeoutMs });
+      for (const step of request.steps ?? []) {
+        if (step.wait_for) await page.waitForSelector(step.wait_for, { timeout: timeoutMs });
+        else if (step.click) await page.click(step.click);
+        else if (step.select) await page.select(step.select, step.value);
+        else if (step.upload) {
+          const input = await page.waitForSelector(step.upload, { timeout: timeoutMs });
+          await input.uploadFile(...step.files);
+        } else throw new Error(`unknown step ${JSON.stringify(step)}`);
+      }
+    })();
+    let error = null;
+    try {
+      await withTimeout(work, timeoutMs, `page request ${request.id ?? ""}`.trim());
+    } catch (err) {
+      error = err.message;
+    }
+    let text = {};
+    try {
+      text = await withTimeout(pageTexts(page, selectors), 5000, "reading the page");
+    } catch (err) {
+      error = error ?? err.message;
+    }
+    const answer = { ok: error === null, text, page_errors: pageErrors, console: consoleLines };
+    return error === null ? answer : { ...answer, error };
+  } finally {
+    await withTimeout(page.close(), CLOSE_TIMEOUT_MS, "closing the page").catch(() => {});
+  }
+}
+
 async function main() {
   const t0 = performance.now();
   await new Promise((ok) => server.listen(0, "127.0.0.1", ok));
@@ -279,7 +335,8 @@ async function main() {
       }
       if (request.cmd === "quit") return shutdown(0);
       try {
-        write({ id: request.id ?? null, ...(await handle(browser, origin, request)) });
+        const answer = request.open ? await handlePageRequest(browser, origin, request) : await handle(browser, origin, request);
+        write({ id: request.id ?? null, ...answer });
       } catch (err) {
         write({ id: request.id ?? null, ok: false, error: `driver error: ${err.message}` });
       }

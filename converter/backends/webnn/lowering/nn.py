@@ -20,13 +20,13 @@ from ._common import axis_of, float_scalar, int_list, out, physical_axis, reshap
 from .registry import lowering
 
 
-def _spatial_input(e: GraphEmitter, v: Value) -> tuple[Operand, bool, str]:
+def _spatial_input(e: GraphEmitter, v: Value, layout: str | None = None) -> tuple[Operand, bool, str]:
     """``v`` as a 4-D operand, whether it was 1-D (rank 3), and the layout the op computes in:
-    NHWC in NHWC mode for 2-D ops; 1-D ops (a unit height added) stay NCHW, where NHWC would only
-    add transposes."""
+    ``layout``, else NHWC in NHWC mode for 2-D ops; 1-D ops (a unit height added) stay NCHW, where
+    NHWC would only add transposes."""
     shape = e.shape(v)
     if len(shape) == 4:
-        if e.layout == "nhwc":
+        if (layout or e.layout) == "nhwc":
             return e.get(v, NCHW_TO_NHWC), False, "nhwc"
         return e.get(v), False, "nchw"
     if len(shape) == 3:
@@ -172,9 +172,20 @@ def _plain_transpose_weight(e: GraphEmitter, op: Op, groups: int, dilations: tup
     return dense
 
 
+def _pool_layout(e: GraphEmitter, xv: Value) -> str:
+    """Pools work in either layout at the same cost: in NHWC mode a pool follows its input's layout
+    (NHWC after a conv; the IR's own after, e.g., a normalization's elementwise ops), so it never
+    adds a transpose pair of its own."""
+    if e.layout != "nhwc":
+        return "nchw"
+    if e.is_bound(xv) and e.any(xv).perm is None:
+        return "nchw"
+    return "nhwc"
+
+
 def _pool(e: GraphEmitter, op: Op, method: str) -> None:
     xv = op.inputs["x"]
-    x, one_d, layout = _spatial_input(e, xv)
+    x, one_d, layout = _spatial_input(e, xv, _pool_layout(e, xv))
     kernel = tuple(int_list(e.const_param(op, "kernel_sizes")))
     win = _window(op, kernel, one_d)
     in_sizes = tuple(e.shape(xv)[2:])
@@ -273,13 +284,13 @@ def _linear(e: GraphEmitter, op: Op) -> None:
     w = e.value_of(op.inputs["weight"])
     if w is None:
         raise LoweringError("linear needs a constant weight")
+    order = e.flat_orders.get(xv)
+    if order is not None:  # x is a flatten of NHWC data, in its physical order: reorder the weight's columns
+        w = np.ascontiguousarray(w[:, order])
     dtype = x.dtype
     if not dtype.startswith("float"):
         raise LoweringError("integer linear has no WebNN form (gemm and matmul are float-only in Chromium)")
     bias = e.value_of(op.inputs["bias"]) if "bias" in op.inputs else None
-    order = e.column_order.get(xv)
-    if order is not None:
-        w = w[:, order]
     y_shape = e.shape(out(op))
     if x.rank == 2:
         options = {"bTranspose": True}

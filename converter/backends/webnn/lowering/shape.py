@@ -41,7 +41,7 @@ def _flatten_into_linear(e: GraphEmitter, op: Op, x: Operand) -> bool:
     tail = [in_shape[a] for a in range(k, len(in_shape))]
     order = np.arange(int(np.prod(tail))).reshape(tail).transpose([p - k for p in x.perm[k:]]).ravel()
     e.bind(y, e.emit("reshape", x, list(out_shape), shape=out_shape, dtype=x.dtype))
-    e.column_order[y] = order
+    e.flat_orders[y] = order
     return True
 
 
