@@ -16,12 +16,19 @@
 // Answer:   {"id", "ok": true, "outputs": {name: {"dataType", "shape", "data": base64}},
 //            "fetch_ms", "build_ms", "run_ms": [per run], "page_ms", "console": [...]}
 //        or {"id", "ok": false, "error": "message", "console": [...]}.
+// Request to open a page of our own (benchmarks/webnn/ uses it): {"id", "open": "/abs/page.html",
+//            "mounts": {name: "/abs/dir"}, "query": {key: value}, "timeout_ms"}
+//   the driver serves the page's folder and each mounted folder, opens the page with the query
+//   ?name=<URL of that folder, ending in />&key=value..., and waits until the page sets
+//   globalThis.__pageResult to a JSON-serialisable value (an uncaught page error ends the wait).
+// Answer:   {"id", "ok": true, "result": <that value>, "page_ms", "console": [...]}, or {"id", "ok": false,
+//            "error", "console"} (also when the result itself is {"ok": false, "error"}).
 // {"cmd": "quit"} or end of stdin closes the browser and exits. Every step has a timeout.
 
 import { createReadStream, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
-import { dirname, extname, join, resolve, sep } from "node:path";
+import { basename, dirname, extname, join, resolve, sep } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -76,6 +83,7 @@ async function browserExecutable() {
 const MIME = {
   ".js": "text/javascript", ".mjs": "text/javascript", ".html": "text/html", ".json": "application/json",
   ".bin": "application/octet-stream", ".css": "text/css", ".png": "image/png", ".jpg": "image/jpeg",
+  ".wasm": "application/wasm", // needed for WebAssembly.instantiateStreaming (e.g. onnxruntime-web)
 };
 const mounts = new Map(); // id -> absolute folder
 const mountIds = new Map(); // absolute folder -> id
@@ -196,17 +204,42 @@ async function runInPage({ moduleUrl, feeds, runs, via, device }) {
   }
 }
 
+// Opens one of our own pages (see "open" above) and waits for the result it publishes.
+async function openPage(page, origin, request, timeoutMs, pageErrors) {
+  const file = resolve(request.open);
+  const params = new URLSearchParams();
+  for (const [name, dir] of Object.entries(request.mounts ?? {})) params.set(name, `${origin}/m/${mount(dir)}/`);
+  for (const [key, value] of Object.entries(request.query ?? {})) params.set(key, String(value));
+  const url = `${origin}/m/${mount(dirname(file))}/${encodeURIComponent(basename(file))}?${params}`;
+  await page.goto(url, { timeout: timeoutMs });
+  const published = page.waitForFunction(() => globalThis.__pageResult !== undefined,
+    { timeout: 0, polling: 50 });
+  await Promise.race([published, pageErrors]);
+  const result = await page.evaluate(() => JSON.stringify(globalThis.__pageResult));
+  const value = JSON.parse(result);
+  if (value && typeof value === "object" && value.ok === false) {
+    return { ok: false, error: String(value.error ?? "the page reported a failure"), result: value };
+  }
+  return { ok: true, result: value };
+}
+
 async function handle(browser, origin, request) {
   const consoleLines = [];
   const page = await withTimeout(browser.newPage(), CLOSE_TIMEOUT_MS * 2, "opening a page");
   page.on("console", (msg) => consoleLines.push(`${msg.type()}: ${msg.text()}`));
-  page.on("pageerror", (err) => consoleLines.push(`pageerror: ${err.message}`));
+  let pageFailed;
+  const pageErrors = new Promise((_, reject) => { pageFailed = reject; });
+  pageErrors.catch(() => {}); // only awaited by "open" requests
+  page.on("pageerror", (err) => {
+    consoleLines.push(`pageerror: ${err.message}`);
+    pageFailed(new Error(`uncaught error in the page: ${err.message}`));
+  });
   const timeoutMs = request.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const p0 = performance.now();
   try {
-    const id = mount(request.page);
-    const moduleUrl = `${origin}/m/${id}/${request.module ?? "model.js"}`;
     const work = (async () => {
+      if (request.open !== undefined) return openPage(page, origin, request, timeoutMs, pageErrors);
+      const moduleUrl = `${origin}/m/${mount(request.page)}/${request.module ?? "model.js"}`;
       await page.goto(`${origin}/`, { timeout: timeoutMs });
       return page.evaluate(runInPage, {
         moduleUrl, feeds: request.feeds ?? {}, runs: request.runs ?? 1,
