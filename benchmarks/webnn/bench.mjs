@@ -5,7 +5,7 @@
 // Query: kind=ours|ort, model=<URL of the folder with model.js + model.bin (ours) or model.onnx +
 // tiny.onnx (ort)>, data=<URL of the folder with input.bin, the float32 input>, ort=<URL of
 // onnxruntime-web's dist/>, input=<input feature name>, shape=<its shape, JSON>, warmup=N, runs=N,
-// device=cpu, log=0 (ort: verbose ORT logging, to see where each node was placed).
+// device=cpu, log=0 (ort: verbose ORT logging, to see where each node was placed), ep=webnn|wasm (ort).
 //
 // Every WebNN call is counted (MLGraphBuilder ops by name, builds, createContext, dispatch) by wrapping
 // the prototypes before anything else runs: that is how the benchmark checks that ORT-Web really ran
@@ -88,13 +88,17 @@ async function timed(fn) {
   return [value, now() - t0];
 }
 
+// Each call's time, and the mean from one timer around the whole loop: without cross-origin isolation
+// performance.now() is coarsened to 0.1 ms, too coarse for a sub-millisecond median alone.
 async function repeat(count, fn) {
   const times = [];
+  const start = now();
   for (let i = 0; i < count; i++) {
     const t0 = now();
     await fn();
     times.push(now() - t0);
   }
+  times.mean = count ? (now() - start) / count : 0;
   return times;
 }
 
@@ -152,8 +156,8 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
   return {
     ok: true, kind: "ours", import_ms: importMs, context_ms: contextMs, fetch_ms: fetchMs, build_ms: buildMs,
     first_run_ms: firstRunMs, time_to_first_result_ms: timeToFirstResultMs, weights_bytes: weights.byteLength,
-    warmup_ms: warmupMs, run_ms: runMs, median_run_ms: median(runMs), dispatch_ms: dispatchMs,
-    median_dispatch_ms: median(dispatchMs), dispatches_per_run: dispatchesPerRun, webnn_calls: callsAfterBuild,
+    warmup_ms: warmupMs, run_ms: runMs, median_run_ms: median(runMs), mean_run_ms: runMs.mean,
+    dispatch_ms: dispatchMs, median_dispatch_ms: median(dispatchMs), mean_dispatch_ms: dispatchMs.mean, dispatches_per_run: dispatchesPerRun, webnn_calls: callsAfterBuild,
     input_data_type: mod.inputs[inputName].dataType, output_name: outputName, output_data_type: mod.outputs[outputName].dataType,
     output_shape: mod.outputs[outputName].shape, output: toBase64Float32(first[outputName]),
   };
@@ -162,8 +166,9 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
 // --- ONNX Runtime Web, WebNN execution provider -----------------------------------------------------
 async function benchOrt({ modelUrl, dataUrl, ortUrl, inputName, warmup, runs, device }) {
   const input = await fetchFloat32(new URL("input.bin", dataUrl));
+  const ep = query.get("ep") ?? "webnn"; // "wasm": ORT's own CPU kernels, the control
   const options = {
-    executionProviders: [{ name: "webnn", deviceType: device }],
+    executionProviders: [ep === "webnn" ? { name: "webnn", deviceType: device } : ep],
     logSeverityLevel: Number(query.get("log") ?? 3), // 0 = verbose: ORT logs where each node runs
   };
   const t0 = now();
@@ -194,10 +199,10 @@ async function benchOrt({ modelUrl, dataUrl, ortUrl, inputName, warmup, runs, de
     if (d) sessionOps[name] = d;
   }
   return {
-    ok: true, kind: "ort", ort_version: ort.env.versions?.web ?? null, import_ms: importMs, init_ms: initMs,
+    ok: true, kind: "ort", ep, ort_version: ort.env.versions?.web ?? null, import_ms: importMs, init_ms: initMs,
     runtime_ms: runtimeMs, tiny_session_ms: tinySessionMs, session_ms: sessionMs, first_run_ms: firstRunMs,
     time_to_first_result_ms: runtimeMs + sessionMs + firstRunMs, warmup_ms: warmupMs, run_ms: runMs,
-    median_run_ms: median(runMs), dispatches_per_run: dispatchesPerRun,
+    median_run_ms: median(runMs), mean_run_ms: runMs.mean, dispatches_per_run: dispatchesPerRun,
     webnn_calls: { builderOps: sessionOps, build: callsAfterSession.build - callsBefore.build,
       buildMs: callsAfterSession.buildMs - callsBefore.buildMs, createContext: callsAfterSession.createContext },
     wasm_threads: ort.env.wasm.numThreads ?? null, cross_origin_isolated: globalThis.crossOriginIsolated,
