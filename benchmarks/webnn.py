@@ -16,15 +16,19 @@ building code and the torch/coremltools versions.
 1. Conversion cost (``--no-conversion`` skips it): ``converter.convert(pkg, to="webnn", out=DIR)`` next
    to ``converter.convert(pkg, to="mil", out=X.mlpackage)`` (the same program saved as .mlpackage), each
    run in its own worker process (best time of ``--repeat`` processes, highest peak; imports and other
-   one-time costs are paid before the timing by converting a one-conv program the same way). Peak memory is the process's peak RSS (VmHWM) and its increase during the conversion.
-   Targets: webnn time <= 1.5x mil time; peak memory <= 1.5x the weight bytes (weight.bin of the package).
+   one-time costs are paid before the timing by converting a one-conv program the same way). Peak
+   memory is the process's peak RSS (VmHWM), and its increase during the conversion. Targets, judged
+   on resnet34: webnn time <= 1.5x mil time; peak memory <= 1.5x the weight bytes (the package's
+   weight.bin). ``--profile``: one more worker under cProfile, its slowest functions listed.
 2. In the browser, ours (``--no-browser`` skips 2 and 3): the package converted with
    ``converter.convert(pkg, to="webnn", out=DIR, layout=L, precision=P)`` for L in nchw/nhwc and P in
    fp32/fp16, then in a fresh tab of Chromium 153 (WebNN on CPU: LiteRT/XNNPACK), timed in the page with
    performance.now(): import model.js, createContext, fetch model.bin, build, first run() (creates,
    writes, dispatches and reads tensors); time to first result = their sum. Then ``--warmup`` and
-   ``--runs`` calls of run(): median; then dispatch alone (tensors made once; write the input,
-   dispatch, read the outputs back): median. The first result is checked against torch's output.
+   ``--runs`` calls of run(): median (and mean, from one timer around the loop: performance.now() is
+   coarsened to 0.1 ms in a page that is not cross-origin isolated); then dispatch alone (tensors made
+   once; write the input, dispatch, read the outputs back): median. The first result is checked against
+   torch's output (max abs error / max(1, max |torch|)).
    ``--pages N`` repeats each page load N times (fresh tabs) and reports the median of each number.
 3. ONNX Runtime Web (npm onnxruntime-web, pinned in package.json; bundle ort.min.mjs and its wasm
    served from node_modules) in the same browser, WebNN execution provider
@@ -44,9 +48,8 @@ the runtime, then 41 / 579 ms session creation, 16.5 / 57 ms first run, 1.89 / 4
 resnet18).
 
     python benchmarks/webnn.py [--models small,resnet18,resnet34] [--no-conversion] [--no-browser]
-        [--no-ort] [--layouts nchw,nhwc] [--precisions fp32,fp16] [--runs 50] [--warmup 5] [--repeat 5]
-        [--profile]
-        [--pages 1] [--ort-placement] [--ort-wasm] [--json OUT.json]
+        [--no-ort] [--layouts nchw,nhwc] [--precisions fp32,fp16] [--runs 50] [--warmup 5] [--pages 1]
+        [--repeat 5] [--profile] [--ort-placement] [--ort-wasm] [--json OUT.json]
 
 Needs node and ``npm ci`` for the browser parts. The machine is shared: numbers move with its load
 (the 1-minute load average is printed and recorded).
