@@ -20,7 +20,7 @@ building code and the torch/coremltools versions.
    memory is the process's peak RSS (VmHWM), and its increase during the conversion. Targets, judged
    on resnet34: webnn time <= 1.5x mil time; peak memory <= 1.5x the weight bytes (the package's
    weight.bin). ``--profile``: one more worker under cProfile, its slowest functions listed.
-2. In the browser, ours (``--no-browser`` skips 2 and 3): the package converted with
+2. In the browser, ours (``--no-browser`` skips 2 and 3, ``--no-ours`` this one): the package converted with
    ``converter.convert(pkg, to="webnn", out=DIR, layout=L, precision=P)`` for L in nchw/nhwc and P in
    fp32/fp16, then in a fresh tab of Chromium 153 (WebNN on CPU: LiteRT/XNNPACK), timed in the page with
    performance.now(): import model.js, createContext, fetch model.bin, build, first run() (creates,
@@ -48,7 +48,7 @@ the runtime, then 41 / 579 ms session creation, 16.5 / 57 ms first run, 1.89 / 4
 resnet18).
 
     python benchmarks/webnn.py [--models small,resnet18,resnet34] [--no-conversion] [--no-browser]
-        [--no-ort] [--layouts nchw,nhwc] [--precisions fp32,fp16] [--runs 50] [--warmup 5] [--pages 1]
+        [--no-ours] [--no-ort] [--layouts nchw,nhwc] [--precisions fp32,fp16] [--runs 50] [--warmup 5] [--pages 1]
         [--repeat 5] [--profile] [--ort-placement] [--ort-wasm] [--json OUT.json]
 
 Needs node and ``npm ci`` for the browser parts. The machine is shared: numbers move with its load
@@ -410,7 +410,8 @@ def summarize(pages: list[dict[str, Any]]) -> dict[str, Any]:
         for key, value in pages[0].items():
             if isinstance(value, (int, float)) and not isinstance(value, bool):
                 per_page[key] = [p[key] for p in pages]
-                first[key] = statistics.median(per_page[key])
+                if len(set(per_page[key])) > 1:
+                    first[key] = statistics.median(per_page[key])
         first["per_page"] = per_page
     return first
 
@@ -525,7 +526,7 @@ def ours_lines(records: list[dict[str, Any]]) -> list[str]:
         else:
             transposes = r["webnn_calls"]["builderOps"].get("transpose", 0)
             lines.append(f"{label} {_ms(r['import_ms']):>7s} {_ms(r['context_ms']):>7s} {_ms(r['fetch_ms']):>7s} "
-                         f"{_ms(r['build_ms']):>8s} {_ms(r['webnn_calls']['buildMs']):>8s} {_ms(r['first_run_ms']):>8s} "
+                         f"{_ms(r['build_ms']):>8s} {_ms(r['compile_ms']):>8s} {_ms(r['first_run_ms']):>8s} "
                          f"{_ms(r['time_to_first_result_ms']):>8s} "
                          f"{_ms(r['median_run_ms']):>8s} {_ms(r['median_dispatch_ms']):>8s} {transposes:>6d} "
                          f"{r['error_vs_torch']['scaled']:>16.2e}")
@@ -546,7 +547,7 @@ def ort_lines(records: list[dict[str, Any]]) -> list[str]:
         lines.append(f"  {r['model']:9s} {r['ep']:5s} {_ms(r['import_ms']):>7s} {_ms(r['init_ms']):>7s} {_ms(r['runtime_ms']):>8s} "
                      f"{_ms(r['session_ms']):>8s} {_ms(r['first_run_ms']):>8s} {_ms(r['time_to_first_result_ms']):>8s} "
                      f"{_ms(r['median_run_ms']):>8s} {r['error_vs_torch']['scaled']:>16.2e}  {quoted}")
-        lines.append(f"  {'':15s} of the session, WebNN build(): {_ms(r['webnn_calls']['buildMs'])} ms; "
+        lines.append(f"  {'':15s} of the session, WebNN build(): {_ms(r['compile_ms'])} ms; "
                      f"one-op session (its share of init) {_ms(r['tiny_session_ms'])} ms; wasm threads "
                      f"{r['wasm_threads']} (crossOriginIsolated {r['cross_origin_isolated']}); runs in WebNN: "
                      f"{ort_uses_webnn(r)}")
@@ -598,6 +599,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--precisions", type=_csv(("fp32", "fp16")), default=["fp32", "fp16"])
     ap.add_argument("--no-conversion", action="store_true", help="skip the conversion cost")
     ap.add_argument("--no-browser", action="store_true", help="skip everything in the browser")
+    ap.add_argument("--no-ours", action="store_true", help="skip our models in the browser")
     ap.add_argument("--no-ort", action="store_true", help="skip ONNX Runtime Web")
     ap.add_argument("--ort-placement", action="store_true",
                     help="one more ORT-Web page per model with ORT's verbose log, to show where nodes were placed")
@@ -656,8 +658,8 @@ def main(argv: list[str] | None = None) -> None:
                 print(f"\n== in the browser ({browser.version}, WebNN cpu): ours, ms ({pages}); {args.runs} runs after "
                       f"{args.warmup} warm-up; TTFR = import + context + fetch + build + first run; compile = the "
                       f"part of build spent in MLGraphBuilder.build(); transp = transpose ops in the graph", flush=True)
-                print(ours_lines([])[0])
-                for s in specs:
+                print(ours_lines([])[0] if not args.no_ours else "  (skipped: --no-ours)")
+                for s in specs if not args.no_ours else []:
                     for layout in args.layouts:
                         for precision in args.precisions:
                             rec = bench_ours(browser, s, folders[s.name], Path(tmp), layout, precision, args.runs,

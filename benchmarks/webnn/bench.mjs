@@ -155,7 +155,8 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
   const outputName = Object.keys(mod.outputs)[0];
   return {
     ok: true, kind: "ours", import_ms: importMs, context_ms: contextMs, fetch_ms: fetchMs, build_ms: buildMs,
-    first_run_ms: firstRunMs, time_to_first_result_ms: timeToFirstResultMs, weights_bytes: weights.byteLength,
+    compile_ms: callsAfterBuild.buildMs, first_run_ms: firstRunMs, time_to_first_result_ms: timeToFirstResultMs,
+    weights_bytes: weights.byteLength,
     warmup_ms: warmupMs, run_ms: runMs, median_run_ms: median(runMs), mean_run_ms: runMs.mean,
     dispatch_ms: dispatchMs, median_dispatch_ms: median(dispatchMs), mean_dispatch_ms: dispatchMs.mean, dispatches_per_run: dispatchesPerRun, webnn_calls: callsAfterBuild,
     input_data_type: mod.inputs[inputName].dataType, output_name: outputName, output_data_type: mod.outputs[outputName].dataType,
@@ -200,7 +201,8 @@ async function benchOrt({ modelUrl, dataUrl, ortUrl, inputName, warmup, runs, de
   }
   return {
     ok: true, kind: "ort", ep, ort_version: ort.env.versions?.web ?? null, import_ms: importMs, init_ms: initMs,
-    runtime_ms: runtimeMs, tiny_session_ms: tinySessionMs, session_ms: sessionMs, first_run_ms: firstRunMs,
+    runtime_ms: runtimeMs, tiny_session_ms: tinySessionMs, session_ms: sessionMs,
+    compile_ms: callsAfterSession.buildMs - callsBefore.buildMs, first_run_ms: firstRunMs,
     time_to_first_result_ms: runtimeMs + sessionMs + firstRunMs, warmup_ms: warmupMs, run_ms: runMs,
     median_run_ms: median(runMs), mean_run_ms: runMs.mean, dispatches_per_run: dispatchesPerRun,
     webnn_calls: { builderOps: sessionOps, build: callsAfterSession.build - callsBefore.build,
