@@ -82,7 +82,13 @@ function toBase64Float32(values) {
   return btoa(text);
 }
 
-async function timed(fn) {
+// The step under way, which the driver reports if the page times out.
+function stage(what) {
+  globalThis.__webnnHarnessStage = `${query.get("kind")}: ${what}`;
+}
+
+async function timed(what, fn) {
+  stage(what);
   const t0 = now();
   const value = await fn();
   return [value, now() - t0];
@@ -90,7 +96,8 @@ async function timed(fn) {
 
 // Each call's time, and the mean from one timer around the whole loop: without cross-origin isolation
 // performance.now() is coarsened to 0.1 ms, too coarse for a sub-millisecond median alone.
-async function repeat(count, fn) {
+async function repeat(what, count, fn) {
+  stage(what);
   const times = [];
   const start = now();
   for (let i = 0; i < count; i++) {
@@ -106,14 +113,14 @@ async function repeat(count, fn) {
 async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device }) {
   const input = await fetchFloat32(new URL("input.bin", dataUrl));
   const t0 = now();
-  const [mod, importMs] = await timed(() => import(new URL("model.js", modelUrl).href));
-  const [context, contextMs] = await timed(() => navigator.ml.createContext({ deviceType: device }));
-  const [weights, fetchMs] = await timed(async () => {
+  const [mod, importMs] = await timed("import model.js", () => import(new URL("model.js", modelUrl).href));
+  const [context, contextMs] = await timed("createContext", () => navigator.ml.createContext({ deviceType: device }));
+  const [weights, fetchMs] = await timed("fetch model.bin", async () => {
     const response = await fetch(new URL("model.bin", modelUrl));
     if (!response.ok) throw new Error(`cannot fetch model.bin: HTTP ${response.status}`);
     return response.arrayBuffer();
   });
-  const [graph, buildMs] = await timed(() => mod.build(context, weights));
+  const [graph, buildMs] = await timed("build", () => mod.build(context, weights));
   if (!(inputName in mod.inputs)) {
     throw new Error(`model.js has no input '${inputName}' (it has ${Object.keys(mod.inputs).join(", ")})`);
   }
@@ -128,11 +135,11 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
     feeds[name] = typedFrom(Ctor, values);
   }
   const callsAfterBuild = snapshotCalls();
-  const [first, firstRunMs] = await timed(() => mod.run(context, graph, feeds));
+  const [first, firstRunMs] = await timed("first run", () => mod.run(context, graph, feeds));
   const timeToFirstResultMs = now() - t0;
   const dispatchesBefore = calls.dispatch;
-  const warmupMs = await repeat(warmup, () => mod.run(context, graph, feeds));
-  const runMs = await repeat(runs, () => mod.run(context, graph, feeds));
+  const warmupMs = await repeat("warm-up runs", warmup, () => mod.run(context, graph, feeds));
+  const runMs = await repeat("timed runs", runs, () => mod.run(context, graph, feeds));
   const dispatchesPerRun = (calls.dispatch - dispatchesBefore) / Math.max(1, warmup + runs);
 
   // Dispatch alone: tensors made once; each iteration writes the input, dispatches, reads the outputs
@@ -150,8 +157,8 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
     context.dispatch(graph, inputTensors, outputTensors);
     await Promise.all(Object.values(outputTensors).map((t) => context.readTensor(t)));
   };
-  await repeat(warmup, dispatchOnce);
-  const dispatchMs = await repeat(runs, dispatchOnce);
+  await repeat("dispatch warm-up", warmup, dispatchOnce);
+  const dispatchMs = await repeat("timed dispatches", runs, dispatchOnce);
   const outputName = Object.keys(mod.outputs)[0];
   return {
     ok: true, kind: "ours", import_ms: importMs, context_ms: contextMs, fetch_ms: fetchMs, build_ms: buildMs,
@@ -173,25 +180,25 @@ async function benchOrt({ modelUrl, dataUrl, ortUrl, inputName, warmup, runs, de
     logSeverityLevel: Number(query.get("log") ?? 3), // 0 = verbose: ORT logs where each node runs
   };
   const t0 = now();
-  const [ort, importMs] = await timed(() => import(new URL("ort.min.mjs", ortUrl).href));
+  const [ort, importMs] = await timed("import ort.min.mjs", () => import(new URL("ort.min.mjs", ortUrl).href));
   ort.env.logLevel = query.get("log") === "0" ? "verbose" : "warning";
   // ORT starts its wasm runtime and the WebNN EP on the first session; a one-op model (Relu on
   // float32[1, 8]) makes that happen apart from the model's own session.
   const tinyUrl = new URL("tiny.onnx", modelUrl).href;
-  const [tiny, initMs] = await timed(() => ort.InferenceSession.create(tinyUrl, options));
+  const [tiny, initMs] = await timed("first one-op session", () => ort.InferenceSession.create(tinyUrl, options));
   const runtimeMs = now() - t0;
   await tiny.release();
-  const [tiny2, tinySessionMs] = await timed(() => ort.InferenceSession.create(tinyUrl, options));
+  const [tiny2, tinySessionMs] = await timed("second one-op session", () => ort.InferenceSession.create(tinyUrl, options));
   await tiny2.release();
   const callsBefore = snapshotCalls();
-  const [session, sessionMs] = await timed(() => ort.InferenceSession.create(new URL("model.onnx", modelUrl).href, options));
+  const [session, sessionMs] = await timed("model session", () => ort.InferenceSession.create(new URL("model.onnx", modelUrl).href, options));
   const callsAfterSession = snapshotCalls();
   const dims = JSON.parse(query.get("shape"));
   const feeds = { [inputName]: new ort.Tensor("float32", input, dims) };
-  const [first, firstRunMs] = await timed(() => session.run(feeds));
+  const [first, firstRunMs] = await timed("first run", () => session.run(feeds));
   const dispatchesBefore = calls.dispatch + calls.compute;
-  const warmupMs = await repeat(warmup, () => session.run(feeds));
-  const runMs = await repeat(runs, () => session.run(feeds));
+  const warmupMs = await repeat("warm-up runs", warmup, () => session.run(feeds));
+  const runMs = await repeat("timed runs", runs, () => session.run(feeds));
   const dispatchesPerRun = (calls.dispatch + calls.compute - dispatchesBefore) / Math.max(1, warmup + runs);
   const outputName = session.outputNames[0];
   const sessionOps = {};

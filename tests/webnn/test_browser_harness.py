@@ -119,7 +119,8 @@ def test_a_browser_without_webnn_is_a_clear_error_not_a_hang(tmp_path: Path) -> 
 def test_open_page_returns_what_the_page_publishes(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
     """The "open" request (used by benchmarks/webnn.py): a page of ours gets the URL of each mounted folder
     and its plain parameters in the query, and publishes a JSON result; a failure or an uncaught error in
-    the page is a BrowserError, not a wait until the timeout."""
+    the page is a BrowserError, not a wait until the timeout; a page that never publishes times out with
+    the step it was at."""
     data = tmp_path / "data"
     data.mkdir()
     (data / "values.json").write_text("[1, 2, 3]")
@@ -139,3 +140,7 @@ def test_open_page_returns_what_the_page_publishes(webnn_browser: WebnnBrowser, 
     (tmp_path / "throws.html").write_text("<!doctype html><script>throw new Error('boom');</script>")
     with pytest.raises(BrowserError, match="uncaught error in the page: .*boom"):
         webnn_browser.open_page(tmp_path / "throws.html", timeout_s=20)
+    (tmp_path / "stuck.html").write_text(
+        "<!doctype html><script>globalThis.__webnnHarnessStage = 'waiting for nothing';</script>")
+    with pytest.raises(BrowserError, match=r"timed out after 1000 ms \(at: waiting for nothing\)"):
+        webnn_browser.open_page(tmp_path / "stuck.html", timeout_s=1.0)

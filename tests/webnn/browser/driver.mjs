@@ -252,7 +252,7 @@ async function handle(browser, origin, request) {
     } catch (err) {
       let stage = "unknown";
       try {
-        stage = await withTimeout(page.evaluate(() => globalThis.__webnnHarnessStage), 1000, "stage");
+        stage = (await withTimeout(page.evaluate(() => globalThis.__webnnHarnessStage), 1000, "stage")) ?? stage;
       } catch { /* the page is stuck: keep 'unknown' */ }
       result = { ok: false, error: `${err.message} (at: ${stage})` };
     }
