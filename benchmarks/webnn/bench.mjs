@@ -163,11 +163,12 @@ async function benchOurs({ modelUrl, dataUrl, inputName, warmup, runs, device })
   return {
     ok: true, kind: "ours", import_ms: importMs, context_ms: contextMs, fetch_ms: fetchMs, build_ms: buildMs,
     compile_ms: callsAfterBuild.buildMs, first_run_ms: firstRunMs, time_to_first_result_ms: timeToFirstResultMs,
-    weights_bytes: weights.byteLength,
-    warmup_ms: warmupMs, run_ms: runMs, median_run_ms: median(runMs), mean_run_ms: runMs.mean,
-    dispatch_ms: dispatchMs, median_dispatch_ms: median(dispatchMs), mean_dispatch_ms: dispatchMs.mean, dispatches_per_run: dispatchesPerRun, webnn_calls: callsAfterBuild,
-    input_data_type: mod.inputs[inputName].dataType, output_name: outputName, output_data_type: mod.outputs[outputName].dataType,
-    output_shape: mod.outputs[outputName].shape, output: toBase64Float32(first[outputName]),
+    weights_bytes: weights.byteLength, warmup_ms: warmupMs, run_ms: runMs, median_run_ms: median(runMs),
+    mean_run_ms: runMs.mean, dispatch_ms: dispatchMs, median_dispatch_ms: median(dispatchMs),
+    mean_dispatch_ms: dispatchMs.mean, dispatches_per_run: dispatchesPerRun, webnn_calls: callsAfterBuild,
+    input_data_type: mod.inputs[inputName].dataType, output_name: outputName,
+    output_data_type: mod.outputs[outputName].dataType, output_shape: mod.outputs[outputName].shape,
+    output: toBase64Float32(first[outputName]),
   };
 }
 
