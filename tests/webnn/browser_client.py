@@ -65,10 +65,21 @@ class RunResult:
 
 
 @dataclass
-class PageResult:
+class PageView:
+    """What a visited page shows (`WebnnBrowser.visit_page`)."""
+
     text: dict[str, list[str]]  # selector -> textContent of each matching element
     page_errors: list[str]  # uncaught exceptions in the page
     console: list[str]
+
+
+@dataclass
+class PageResult:
+    """What one of our own pages publishes (`WebnnBrowser.open_page`)."""
+
+    result: object  # what the page published, decoded from JSON
+    page_ms: float
+    console: list[str] = field(default_factory=list)
 
 
 class WebnnBrowser:
@@ -126,46 +137,63 @@ class WebnnBrowser:
             raise BrowserError(f"answer out of order: {answer}")
         return answer
 
-    def open_page(self, folder: Path, open: str = "index.html", steps: list[dict] | None = None,
-                  text: list[str] | None = None, timeout_s: float = 60.0) -> PageResult:
-        """Open `open` from `folder` in a fresh tab, perform `steps` in order ({"wait_for": selector},
+    def visit_page(self, folder: Path, visit: str = "index.html", steps: list[dict] | None = None,
+                   text: list[str] | None = None, timeout_s: float = 60.0) -> PageView:
+        """Open `visit` from `folder` in a fresh tab, perform `steps` in order ({"wait_for": selector},
         {"click": selector}, {"select": selector, "value": v}, {"upload": selector, "files": [paths]})
         and return the text of every element matching each selector of `text`."""
-        request = {"page": str(Path(folder).resolve()), "open": open, "steps": steps or [], "text": text or []}
-        answer = self._request(request, timeout_s, f"opening {folder}/{open}")
+        request = {"page": str(Path(folder).resolve()), "visit": visit, "steps": steps or [], "text": text or []}
+        answer = self._request(request, timeout_s, f"opening {folder}/{visit}")
         if not answer.get("ok"):
             raise BrowserError(f"{answer.get('error', 'unknown error')} [page shows: {answer.get('text')}; "
                                f"page errors: {answer.get('page_errors')}; console: {answer.get('console')}]")
-        return PageResult(answer["text"], answer["page_errors"], answer["console"])
+        return PageView(answer["text"], answer["page_errors"], answer["console"])
 
     def run(self, page: Path, feeds: dict[str, np.ndarray], module: str = "model.js", runs: int = 1,
             via: str = "build", timeout_s: float = 60.0) -> RunResult:
         """Import `module` from the folder `page` in a fresh tab, build its graph, run it `runs` times
         on `feeds` and return its outputs (reshaped to the module's declared output shapes)."""
-        if self._proc.poll() is not None:
-            raise BrowserError("the browser driver is not running")
-        self._next_id += 1
         request = {
-            "id": self._next_id, "page": str(Path(page).resolve()), "module": module, "runs": runs, "via": via,
-            "timeout_ms": int(timeout_s * 1000),
+            "page": str(Path(page).resolve()), "module": module, "runs": runs, "via": via,
             "feeds": {name: base64.b64encode(np.ascontiguousarray(value).tobytes()).decode("ascii")
                       for name, value in feeds.items()},
         }
-        assert self._proc.stdin is not None
-        self._proc.stdin.write(json.dumps(request) + "\n")
-        self._proc.stdin.flush()
-        answer = self._read_line(timeout_s + REQUEST_SLACK_S, f"running {page}/{module}")
-        if answer.get("id") != self._next_id:
-            raise BrowserError(f"answer out of order: {answer}")
-        if not answer.get("ok"):
-            console = "; ".join(answer.get("console", []))
-            raise BrowserError(answer.get("error", "unknown error") + (f" [console: {console}]" if console else ""))
+        answer = self._request(request, timeout_s, f"running {page}/{module}")
         outputs = {}
         for name, out in answer["outputs"].items():
             array = np.frombuffer(base64.b64decode(out["data"]), dtype=DTYPES[out["dataType"]])
             outputs[name] = array.reshape(out["shape"])
         return RunResult(outputs, answer["fetch_ms"], answer["build_ms"], answer["run_ms"], answer["page_ms"],
                          answer.get("console", []))
+
+    def open_page(self, page: Path, mounts: dict[str, Path] | None = None, query: dict[str, object] | None = None,
+                  timeout_s: float = 60.0) -> PageResult:
+        """Open an HTML page of our own in a fresh tab and return what it publishes in
+        ``globalThis.__pageResult`` (see "open" in driver.mjs). Each folder of ``mounts`` is served and
+        its URL given to the page as the query parameter of that name; ``query`` adds plain parameters.
+        A result ``{"ok": false, "error": ...}`` or an uncaught error in the page raises BrowserError."""
+        request = {
+            "open": str(Path(page).resolve()), "query": {k: str(v) for k, v in (query or {}).items()},
+            "mounts": {name: str(Path(folder).resolve()) for name, folder in (mounts or {}).items()},
+        }
+        answer = self._request(request, timeout_s, f"opening {page}")
+        return PageResult(answer["result"], answer["page_ms"], answer.get("console", []))
+
+    def _request(self, request: dict, timeout_s: float, what: str) -> dict:
+        """Send one request, wait for its answer; a failure becomes a BrowserError with the page's console."""
+        if self._proc.poll() is not None:
+            raise BrowserError("the browser driver is not running")
+        self._next_id += 1
+        assert self._proc.stdin is not None
+        self._proc.stdin.write(json.dumps({"id": self._next_id, "timeout_ms": int(timeout_s * 1000), **request}) + "\n")
+        self._proc.stdin.flush()
+        answer = self._read_line(timeout_s + REQUEST_SLACK_S, what)
+        if answer.get("id") != self._next_id:
+            raise BrowserError(f"answer out of order: {answer}")
+        if not answer.get("ok"):
+            console = "; ".join(answer.get("console", []))
+            raise BrowserError(answer.get("error", "unknown error") + (f" [console: {console}]" if console else ""))
+        return answer
 
     def close(self) -> None:
         """Ask the driver to quit, then make sure neither it nor the browser is left running."""

@@ -114,3 +114,33 @@ def test_a_browser_without_webnn_is_a_clear_error_not_a_hang(tmp_path: Path) -> 
         with pytest.raises(BrowserError, match=r"WebNN is not available in this browser: navigator\.ml is undefined"):
             browser.run(tmp_path, {"x": np.zeros((2, 2), np.float32),
                                    "image": np.zeros((1, 5, 5, 2), np.float32)}, timeout_s=20)
+
+
+def test_open_page_returns_what_the_page_publishes(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    """The "open" request (used by benchmarks/webnn.py): a page of ours gets the URL of each mounted folder
+    and its plain parameters in the query, and publishes a JSON result; a failure or an uncaught error in
+    the page is a BrowserError, not a wait until the timeout; a page that never publishes times out with
+    the step it was at."""
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "values.json").write_text("[1, 2, 3]")
+    (tmp_path / "page.html").write_text(
+        "<!doctype html><script type=module>\n"
+        "const q = new URLSearchParams(location.search);\n"
+        "const values = await (await fetch(new URL('values.json', q.get('data')))).json();\n"
+        "globalThis.__pageResult = {sum: values.reduce((a, b) => a + b), label: q.get('label'),\n"
+        "                           ml: typeof navigator.ml};\n"
+        "</script>\n")
+    got = webnn_browser.open_page(tmp_path / "page.html", mounts={"data": data}, query={"label": "a b&c"})
+    assert got.result == {"sum": 6, "label": "a b&c", "ml": "object"}
+    (tmp_path / "fails.html").write_text(
+        "<!doctype html><script>globalThis.__pageResult = {ok: false, error: 'no luck'};</script>")
+    with pytest.raises(BrowserError, match="no luck"):
+        webnn_browser.open_page(tmp_path / "fails.html")
+    (tmp_path / "throws.html").write_text("<!doctype html><script>throw new Error('boom');</script>")
+    with pytest.raises(BrowserError, match="uncaught error in the page: .*boom"):
+        webnn_browser.open_page(tmp_path / "throws.html", timeout_s=20)
+    (tmp_path / "stuck.html").write_text(
+        "<!doctype html><script>globalThis.__webnnHarnessStage = 'waiting for nothing';</script>")
+    with pytest.raises(BrowserError, match=r"timed out after 1000 ms \(at: waiting for nothing\)"):
+        webnn_browser.open_page(tmp_path / "stuck.html", timeout_s=1.0)

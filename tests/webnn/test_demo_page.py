@@ -68,7 +68,7 @@ def assert_times_shown(result: PageResult) -> None:
 def test_page_runs_a_classifier_on_random_inputs(model: str, webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
     out = tmp_path / "webnn"
     converter.convert(MODELS / model, to="webnn", out=out)
-    result = webnn_browser.open_page(out, steps=[READY, {"click": "#run"}, DONE], text=SHOWN, timeout_s=120)
+    result = webnn_browser.visit_page(out, steps=[READY, {"click": "#run"}, DONE], text=SHOWN, timeout_s=120)
     assert result.page_errors == [] and not [c for c in result.console if c.startswith("error")]
     assert result.text["#status"] == ["Done."]
     assert result.text["#title"] == [Path(model).stem]
@@ -92,7 +92,7 @@ def test_page_feeds_a_chosen_picture_in_the_models_colour_order(webnn_browser: W
     pixels = rng.integers(0, 256, (20, 20, 3), dtype=np.uint8)  # the input's own size: no resampling
     picture = tmp_path / "picture.png"
     write_png(picture, pixels)
-    result = webnn_browser.open_page(out, steps=[READY, {"upload": "input.image-file", "files": [str(picture)]},
+    result = webnn_browser.visit_page(out, steps=[READY, {"upload": "input.image-file", "files": [str(picture)]},
                                                  {"click": "#run"}, DONE], text=SHOWN, timeout_s=60)
     assert result.page_errors == []
     prog = converter.load(src)
@@ -115,7 +115,7 @@ def test_page_shows_hostile_labels_and_names_as_text(webnn_browser: WebnnBrowser
     page = (out / "index.html").read_text(encoding="utf-8")
     assert "innerHTML" not in page and "eval(" not in page and "outerHTML" not in page
     assert "document.write" not in page and "insertAdjacentHTML" not in page
-    result = webnn_browser.open_page(out, steps=[READY, {"click": "#run"}, DONE],
+    result = webnn_browser.visit_page(out, steps=[READY, {"click": "#run"}, DONE],
                                      text=SHOWN + ["script", "img"], timeout_s=60)
     assert result.page_errors == []
     assert result.text["img"] == []  # the label "<img ...>" is text, not an element
@@ -132,7 +132,7 @@ def test_page_without_webnn_says_so_and_throws_nothing(tmp_path: Path) -> None:
     out = tmp_path / "webnn"
     converter.convert(MODELS / "builder" / "updatable_classifier.mlmodel", to="webnn", out=out)
     with WebnnBrowser(webnn=False) as browser:
-        result = browser.open_page(out, steps=[{"wait_for": "#status[data-state=unavailable]"}],
+        result = browser.visit_page(out, steps=[{"wait_for": "#status[data-state=unavailable]"}],
                                    text=["#status", "#run"], timeout_s=30)
     (status,) = result.text["#status"]
     assert status.startswith("This browser does not support WebNN (navigator.ml is missing)")
@@ -143,7 +143,7 @@ def test_page_without_webnn_says_so_and_throws_nothing(tmp_path: Path) -> None:
 def test_page_switches_device_type(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
     out = tmp_path / "webnn"
     converter.convert(MODELS / "builder" / "updatable_classifier.mlmodel", to="webnn", out=out)
-    result = webnn_browser.open_page(out, steps=[READY, {"select": "#device", "value": "gpu"},
+    result = webnn_browser.visit_page(out, steps=[READY, {"select": "#device", "value": "gpu"},
                                                  {"wait_for": "#run:not([disabled])"}, {"click": "#run"}, DONE],
                                      text=SHOWN, timeout_s=60)
     assert result.page_errors == []
@@ -159,7 +159,7 @@ def test_page_says_so_when_create_context_rejects(webnn_browser: WebnnBrowser, t
             "new DOMException('no device here', 'NotSupportedError'));</script>\n")
     (out / "stubbed.html").write_text(page.replace('<script type="module">', stub + '<script type="module">'),
                                       encoding="utf-8")
-    result = webnn_browser.open_page(out, open="stubbed.html", steps=[{"wait_for": "#status[data-state=unavailable]"}],
+    result = webnn_browser.visit_page(out, open="stubbed.html", steps=[{"wait_for": "#status[data-state=unavailable]"}],
                                      text=["#status"], timeout_s=30)
     assert result.text["#status"] == ["WebNN cannot run here: it could not create a cpu context "
                                       "(NotSupportedError: no device here)."]

@@ -16,19 +16,26 @@
 // Answer:   {"id", "ok": true, "outputs": {name: {"dataType", "shape", "data": base64}},
 //            "fetch_ms", "build_ms", "run_ms": [per run], "page_ms", "console": [...]}
 //        or {"id", "ok": false, "error": "message", "console": [...]}.
-// Page request: {"id", "page": "/abs/dir", "open": "index.html", "steps": [step, ...],
+// Page request: {"id", "page": "/abs/dir", "visit": "index.html", "steps": [step, ...],
 //            "text": [selector, ...], "timeout_ms"}: opens the page (served from "page") and performs
 //   the steps in order; a step is {"wait_for": selector}, {"click": selector},
 //   {"select": selector, "value": v} or {"upload": selector, "files": ["/abs/file", ...]}.
 // Answer:   {"id", "ok": true, "text": {selector: [textContent of each match]}, "page_errors": [...],
 //            "console": [...]} or {"id", "ok": false, "error", "text", "page_errors", "console"}
 //   (on failure "text" still holds what the selectors show, to say why).
+// Request to open a page of our own (benchmarks/webnn/ uses it): {"id", "open": "/abs/page.html",
+//            "mounts": {name: "/abs/dir"}, "query": {key: value}, "timeout_ms"}
+//   the driver serves the page's folder and each mounted folder, opens the page with the query
+//   ?name=<URL of that folder, ending in />&key=value..., and waits until the page sets
+//   globalThis.__pageResult to a JSON-serialisable value (an uncaught page error ends the wait).
+// Answer:   {"id", "ok": true, "result": <that value>, "page_ms", "console": [...]}, or {"id", "ok": false,
+//            "error", "console"} (also when the result itself is {"ok": false, "error"}).
 // {"cmd": "quit"} or end of stdin closes the browser and exits. Every step has a timeout.
 
 import { createReadStream, existsSync, mkdtempSync, readFileSync, renameSync, rmSync, statSync } from "node:fs";
 import { createServer } from "node:http";
 import { tmpdir } from "node:os";
-import { dirname, extname, join, resolve, sep } from "node:path";
+import { basename, dirname, extname, join, resolve, sep } from "node:path";
 import { createInterface } from "node:readline";
 import { fileURLToPath } from "node:url";
 
@@ -83,6 +90,7 @@ async function browserExecutable() {
 const MIME = {
   ".js": "text/javascript", ".mjs": "text/javascript", ".html": "text/html", ".json": "application/json",
   ".bin": "application/octet-stream", ".css": "text/css", ".png": "image/png", ".jpg": "image/jpeg",
+  ".wasm": "application/wasm", // needed for WebAssembly.instantiateStreaming (e.g. onnxruntime-web)
 };
 const mounts = new Map(); // id -> absolute folder
 const mountIds = new Map(); // absolute folder -> id
@@ -203,17 +211,42 @@ async function runInPage({ moduleUrl, feeds, runs, via, device }) {
   }
 }
 
+// Opens one of our own pages (see "open" above) and waits for the result it publishes.
+async function openPage(page, origin, request, timeoutMs, pageErrors) {
+  const file = resolve(request.open);
+  const params = new URLSearchParams();
+  for (const [name, dir] of Object.entries(request.mounts ?? {})) params.set(name, `${origin}/m/${mount(dir)}/`);
+  for (const [key, value] of Object.entries(request.query ?? {})) params.set(key, String(value));
+  const url = `${origin}/m/${mount(dirname(file))}/${encodeURIComponent(basename(file))}?${params}`;
+  await page.goto(url, { timeout: timeoutMs });
+  const published = page.waitForFunction(() => globalThis.__pageResult !== undefined,
+    { timeout: 0, polling: 50 });
+  await Promise.race([published, pageErrors]);
+  const result = await page.evaluate(() => JSON.stringify(globalThis.__pageResult));
+  const value = JSON.parse(result);
+  if (value && typeof value === "object" && value.ok === false) {
+    return { ok: false, error: String(value.error ?? "the page reported a failure"), result: value };
+  }
+  return { ok: true, result: value };
+}
+
 async function handle(browser, origin, request) {
   const consoleLines = [];
   const page = await withTimeout(browser.newPage(), CLOSE_TIMEOUT_MS * 2, "opening a page");
   page.on("console", (msg) => consoleLines.push(`${msg.type()}: ${msg.text()}`));
-  page.on("pageerror", (err) => consoleLines.push(`pageerror: ${err.message}`));
+  let pageFailed;
+  const pageErrors = new Promise((_, reject) => { pageFailed = reject; });
+  pageErrors.catch(() => {}); // only awaited by "open" requests
+  page.on("pageerror", (err) => {
+    consoleLines.push(`pageerror: ${err.message}`);
+    pageFailed(new Error(`uncaught error in the page: ${err.message}`));
+  });
   const timeoutMs = request.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const p0 = performance.now();
   try {
-    const id = mount(request.page);
-    const moduleUrl = `${origin}/m/${id}/${request.module ?? "model.js"}`;
     const work = (async () => {
+      if (request.open !== undefined) return openPage(page, origin, request, timeoutMs, pageErrors);
+      const moduleUrl = `${origin}/m/${mount(request.page)}/${request.module ?? "model.js"}`;
       await page.goto(`${origin}/`, { timeout: timeoutMs });
       return page.evaluate(runInPage, {
         moduleUrl, feeds: request.feeds ?? {}, runs: request.runs ?? 1,
@@ -226,7 +259,7 @@ async function handle(browser, origin, request) {
     } catch (err) {
       let stage = "unknown";
       try {
-        stage = await withTimeout(page.evaluate(() => globalThis.__webnnHarnessStage), 1000, "stage");
+        stage = (await withTimeout(page.evaluate(() => globalThis.__webnnHarnessStage), 1000, "stage")) ?? stage;
       } catch { /* the page is stuck: keep 'unknown' */ }
       result = { ok: false, error: `${err.message} (at: ${stage})` };
     }
@@ -253,7 +286,7 @@ async function handlePageRequest(browser, origin, request) {
   const timeoutMs = request.timeout_ms ?? DEFAULT_REQUEST_TIMEOUT_MS;
   const selectors = request.text ?? [];
   try {
-    const url = `${origin}/m/${mount(request.page)}/${request.open}`;
+    const url = `${origin}/m/${mount(request.page)}/${request.visit}`;
     const work = (async () => {
       await page.goto(url, { timeout: timeoutMs });
       for (const step of request.steps ?? []) {
@@ -335,7 +368,8 @@ async function main() {
       }
       if (request.cmd === "quit") return shutdown(0);
       try {
-        const answer = request.open ? await handlePageRequest(browser, origin, request) : await handle(browser, origin, request);
+        const answer = request.visit !== undefined ? await handlePageRequest(browser, origin, request)
+          : await handle(browser, origin, request);
         write({ id: request.id ?? null, ...answer });
       } catch (err) {
         write({ id: request.id ?? null, ok: false, error: `driver error: ${err.message}` });
