@@ -159,7 +159,8 @@ def test_page_says_so_when_create_context_rejects(webnn_browser: WebnnBrowser, t
             "new DOMException('no device here', 'NotSupportedError'));</script>\n")
     (out / "stubbed.html").write_text(page.replace('<script type="module">', stub + '<script type="module">'),
                                       encoding="utf-8")
-    result = webnn_browser.visit_page(out, open="stubbed.html", steps=[{"wait_for": "#status[data-state=unavailable]"}],
+    result = webnn_browser.visit_page(out, visit="stubbed.html",
+                                      steps=[{"wait_for": "#status[data-state=unavailable]"}],
                                      text=["#status"], timeout_s=30)
     assert result.text["#status"] == ["WebNN cannot run here: it could not create a cpu context "
                                       "(NotSupportedError: no device here)."]
