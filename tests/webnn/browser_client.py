@@ -41,7 +41,7 @@ def module_features(folder: Path, which: str = "inputs") -> Any:
     text = (Path(folder) / "model.js").read_text(encoding="utf-8")
     start = text.index(f"export const {which} = ") + len(f"export const {which} = ")
     end = text.index(";\n", start)
-    return json.loads(text[start:end])
+    return json.loads(text[start:end].replace('\n ["__proto__"]:', '\n "__proto__":'))  # a computed key in JS
 
 
 def missing_requirements() -> str | None:

@@ -119,3 +119,22 @@ def test_each_hostile_name_gives_a_module_node_parses(name: str, tmp_path: Path)
         assert "\x00" not in text
         assert text.count("</script") == (1 if file == "index.html" else 0), file
         assert "<!--" not in text, file
+
+
+def test_names_of_object_prototype_members_are_ordinary_features(webnn_browser: WebnnBrowser, tmp_path: Path) -> None:
+    """An object literal's ``"__proto__": v`` sets the prototype instead of adding a key: model.js writes
+    that name as a computed key and run() keeps tensors and results in prototype-free objects."""
+    from converter.ir.builder import new_program
+    from converter.ir.types import tensor
+
+    def body(b, x, y):
+        return [b.relu(x=x, name="__proto__"), b.add(x=x, y=y, name="constructor")]
+
+    prog = new_program({"__proto__": tensor("fp32", [3]), "toString": tensor("fp32", [3])}, body)
+    prog.main.block.outputs[0].name = "hasOwnProperty"
+    converter.convert(prog, to="webnn", out=tmp_path / "web", passes="none")
+    assert list(module_features(tmp_path / "web")) == ["__proto__", "toString"]
+    x, y = np.array([-1.0, 2.0, -3.0], np.float32), np.array([0.5, 0.5, 0.5], np.float32)
+    result = webnn_browser.run(tmp_path / "web", {"__proto__": x, "toString": y})
+    np.testing.assert_array_equal(result.outputs["hasOwnProperty"], np.maximum(x, 0))
+    np.testing.assert_array_equal(result.outputs["constructor"], x + y)

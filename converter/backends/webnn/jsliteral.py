@@ -32,12 +32,19 @@ def js_json(value: Any, *, one_line: bool = False) -> str:
     (non-ASCII and ``<``, ``>``, ``&`` escaped; they occur only inside JSON strings). A mapping is
     written one entry per line (unless ``one_line``)."""
     if isinstance(value, Mapping) and value and not one_line:
-        rows = [f" {js_json(str(k), one_line=True)}: {js_json(v, one_line=True)}" for k, v in value.items()]
+        rows = [f" {_json_key(str(k))}: {js_json(v, one_line=True)}" for k, v in value.items()]
         return "{\n" + ",\n".join(rows) + "\n}"
     out = json.dumps(value, ensure_ascii=True)
     for ch, esc in _HTML_SENSITIVE.items():
         out = out.replace(ch, esc)
     return out
+
+
+def _json_key(key: str) -> str:
+    """An object-literal key: JSON, except ``__proto__``, which as a plain key would set the object's
+    prototype instead of adding a property; as a computed key it is an ordinary property."""
+    text = js_json(key, one_line=True)
+    return f"[{text}]" if key == "__proto__" else text
 
 
 def js_comment(text: str, limit: int = 120) -> str:
@@ -87,4 +94,6 @@ def js_value(v: Any) -> str:
 
 
 def _key(k: str) -> str:
+    if k == "__proto__":
+        return f"[{js_string(k)}]"  # a computed key: an own property, not the prototype
     return k if k.isidentifier() and k.isascii() else js_string(k)

@@ -51,10 +51,11 @@ function feedArray(name, desc, value) {
 }
 
 export async function run(context, graph, feeds) {
-  const missing = Object.keys(inputs).filter((name) => !(name in feeds));
+  const missing = Object.keys(inputs).filter((name) => !Object.hasOwn(feeds, name));
   if (missing.length) throw new Error(`missing inputs: ${missing.map((n) => JSON.stringify(n)).join(", ")}`);
-  const inputTensors = {};
-  const outputTensors = {};
+  // objects without a prototype: a feature may be named "__proto__" (or "constructor", ...)
+  const inputTensors = Object.create(null);
+  const outputTensors = Object.create(null);
   try {
     for (const [name, desc] of Object.entries(inputs)) {
       inputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, writable: true });
@@ -64,7 +65,7 @@ export async function run(context, graph, feeds) {
       outputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, readable: true });
     }
     context.dispatch(graph, inputTensors, outputTensors);
-    const results = {};
+    const results = Object.create(null);
     for (const [name, desc] of Object.entries(outputs)) {
       results[name] = new (typedArray(desc.dataType))(await context.readTensor(outputTensors[name]));
     }

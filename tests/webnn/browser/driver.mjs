@@ -131,7 +131,10 @@ const server = createServer((req, res) => {
 });
 
 // --- what runs in the page ---
-async function runInPage({ moduleUrl, feeds, runs, via, device }) {
+async function runInPage({ moduleUrl, feedList, runs, via, device }) {
+  // [name, base64] pairs rebuilt without a prototype: a feature may be named "__proto__"
+  const feeds = Object.create(null);
+  for (const [name, data] of feedList) feeds[name] = data;
   const setStage = (s) => { globalThis.__webnnHarnessStage = s; };
   const t = () => performance.now();
   const CTORS = {
@@ -179,7 +182,7 @@ async function runInPage({ moduleUrl, feeds, runs, via, device }) {
     }
     const buildMs = t() - t0;
     setStage("decoding feeds");
-    const inputs = {};
+    const inputs = Object.create(null); // no prototype: a feature may be named "__proto__"
     for (const [name, desc] of Object.entries(mod.inputs)) {
       if (!(name in feeds)) throw new Error(`no feed for input '${name}'`);
       const Ctor = CTORS[desc.dataType];
@@ -197,7 +200,7 @@ async function runInPage({ moduleUrl, feeds, runs, via, device }) {
       runMs.push(t() - r0);
     }
     setStage("encoding outputs");
-    const outputs = {};
+    const outputs = Object.create(null);
     for (const [name, desc] of Object.entries(mod.outputs)) {
       const value = results?.[name];
       if (!ArrayBuffer.isView(value)) throw new Error(`run() returned no typed array for output '${name}'`);
@@ -249,7 +252,7 @@ async function handle(browser, origin, request) {
       const moduleUrl = `${origin}/m/${mount(request.page)}/${request.module ?? "model.js"}`;
       await page.goto(`${origin}/`, { timeout: timeoutMs });
       return page.evaluate(runInPage, {
-        moduleUrl, feeds: request.feeds ?? {}, runs: request.runs ?? 1,
+        moduleUrl, feedList: Object.entries(request.feeds ?? {}), runs: request.runs ?? 1,
         via: request.via ?? "build", device: request.device ?? "cpu",
       });
     })();
