@@ -96,7 +96,7 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
         sources = _sources(program)
         return write_webnn(program, dest.path, overwrite=overwrite, source=sources[0] if sources else None,
-                           **webnn_options)
+                           durable=durable, **webnn_options)
     if webnn_options:
         raise UnsupportedError(f"options {', '.join(sorted(webnn_options))} are for --to webnn only")
     from .backends.mil import save_mlprogram

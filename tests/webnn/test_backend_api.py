@@ -166,3 +166,23 @@ def test_an_input_no_output_reads_is_left_out_of_the_graph_with_a_note(tmp_path:
     converter.convert(prog, to="webnn", out=tmp_path / "web")
     assert list(module_features(tmp_path / "web")) == ["x"]
     assert any("'unused'" in str(w.message) for w in recwarn)
+
+
+def test_identical_constants_are_stored_once_and_distinct_ones_of_one_size_apart(tmp_path: Path) -> None:
+    from converter.backends.webnn.weights import WeightFile
+
+    rng = np.random.default_rng(0)
+    a = rng.standard_normal((64, 64)).astype(np.float32)
+    b = a.copy()
+    b[32, 5] += 1.0  # differs only between the sampled regions' neighbours
+    c = a.copy()
+    f = tmp_path / "w.bin"
+    with open(f, "w+b") as fh:
+        w = WeightFile(fh)
+        offsets = [w.add(a), w.add(b), w.add(c), w.add(a.astype(np.float16)), w.add(np.ones(3, np.int32))]
+    assert offsets[0] == offsets[2] != offsets[1]
+    assert all(o % 16 == 0 for o in offsets)
+    data = f.read_bytes()
+    for arr, off in zip([a, b, c], offsets[:3]):
+        assert data[off:off + arr.nbytes] == arr.tobytes()
+    assert w.count == 4 and len(data) == w.size

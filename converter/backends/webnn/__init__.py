@@ -137,8 +137,9 @@ def _prepare(program: Program, input_shapes: Mapping[str, Sequence[int]] | None,
 
 def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw", precision: str = "fp32",
                 input_shapes: Mapping[str, Sequence[int]] | None = None, overwrite: bool = False,
-                source: str | None = None) -> Path:
-    """Write ``program``'s main function as a WebNN folder at ``out`` (see the module docstring)."""
+                source: str | None = None, durable: bool = False) -> Path:
+    """Write ``program``'s main function as a WebNN folder at ``out`` (see the module docstring);
+    ``durable``: fsync before publishing, as `converter.save` does."""
     if layout not in LAYOUTS:
         raise UnsupportedError(f"unknown layout '{layout}' (one of: {', '.join(LAYOUTS)})")
     if precision not in PRECISIONS:
@@ -150,7 +151,7 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
     tmp = temp_name_beside(dest)
     tmp.mkdir()
     try:
-        with open(tmp / "model.bin", "wb") as f:
+        with open(tmp / "model.bin", "w+b") as f:  # read back only to compare same-sized constants
             weights = WeightFile(f)
             graph = lower_function(fn, weights, layout=layout, precision=precision, source=source,
                                    refused=refused)
@@ -163,7 +164,8 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nchw
         (tmp / "model.d.ts").write_text(render_declarations(graph), encoding="utf-8")
         (tmp / "index.html").write_text(render_demo_page(graph, title=_title(source), image_inputs=_images(fn)),
                                         encoding="utf-8")
-        fsync_tree(tmp)
+        if durable:
+            fsync_tree(tmp)
         replace_path(tmp, dest, overwrite=overwrite or _is_empty_dir(dest))
     except BaseException:
         import shutil
