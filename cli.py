@@ -229,8 +229,9 @@ def _resolve_passes(passes: str) -> list:
                    "a demo page index.html).")
 @click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
               help="MIL opset (default: the lowest that has every op used).")
-@click.option("--layout", default="nchw", show_default=True, type=click.Choice(["nchw", "nhwc"]),
-              help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes).")
+@click.option("--layout", default=None, type=click.Choice(["nchw", "nhwc"]),
+              help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes); default nhwc, "
+                   "the layout Chromium's WebNN prefers.")
 @click.option("--precision", default="fp32", show_default=True, type=click.Choice(["fp32", "fp16"]),
               help="--to webnn: compute in float32, or store weights and compute in float16.")
 @click.option("--input-shape", "input_shapes", multiple=True, metavar="NAME=D1,D2,...",
@@ -245,7 +246,7 @@ def _resolve_passes(passes: str) -> list:
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 @_pass_options
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout: str, precision: str,
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
                 max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
@@ -267,8 +268,9 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout
             if check:
                 raise converter.UnsupportedError("--check runs both models in Python; a WebNN model runs in a browser "
                                                  "(see the demo page index.html it comes with)")
-            webnn_options = {"layout": layout, "precision": precision, "input_shapes": _input_shapes(input_shapes)}
-        elif input_shapes or layout != "nchw" or precision != "fp32":
+            webnn_options = {"layout": layout or "nhwc", "precision": precision,
+                             "input_shapes": _input_shapes(input_shapes)}
+        elif input_shapes or layout is not None or precision != "fp32":
             raise converter.UnsupportedError("--layout, --precision and --input-shape are options of --to webnn")
         pipeline = _resolve_passes(passes)
     except ConverterError as e:

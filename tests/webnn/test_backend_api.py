@@ -57,7 +57,7 @@ def test_folder_holds_the_four_files_with_16_byte_aligned_constants(tmp_path: Pa
 def test_existing_folders_are_never_overwritten_without_being_asked(tmp_path: Path) -> None:
     out = tmp_path / "web"
     out.mkdir()
-    converter.convert(CNN, to="webnn", out=out)  # an empty folder is filled
+    converter.convert(CNN, to="webnn", out=out, layout="nchw")  # an empty folder is filled
     before = (out / "model.js").read_bytes()
     with pytest.raises(DestinationError, match="already exists"):
         converter.convert(CNN, to="webnn", out=out, layout="nhwc")

@@ -125,9 +125,10 @@ const server = createServer((req, res) => {
   }
   res.writeHead(200, {
     "content-type": MIME[extname(file)] ?? "application/octet-stream",
+    "content-length": statSync(file).size, // not chunked: the browser knows the size up front
     "cache-control": "no-store",
   });
-  createReadStream(file).pipe(res);
+  createReadStream(file, { highWaterMark: 1 << 20 }).pipe(res);
 });
 
 // --- what runs in the page ---
