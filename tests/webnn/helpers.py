@@ -40,3 +40,15 @@ def conv_stem(b: Any, x: Any, channels: int, name: str | None = None) -> Any:
 def rand(shape: Any, seed: int, low: float = -2.0, high: float = 2.0) -> np.ndarray:
     """Distinct non-round values (so swapped axes or parameters change the result)."""
     return np.random.default_rng(seed).uniform(low, high, size=shape).astype(np.float32)
+
+
+def check_outputs(out: dict[str, np.ndarray], refs: dict[str, Any], **tol: float) -> None:
+    """Every output has its reference's shape and values (bool references compared exactly, others
+    within ``tol``: assert_allclose's rtol/atol)."""
+    for name, ref in refs.items():
+        ref = np.asarray(ref)
+        assert out[name].shape == ref.shape, f"{name}: shape {out[name].shape} != {ref.shape}"
+        if ref.dtype == bool:
+            np.testing.assert_array_equal(out[name].astype(bool), ref, err_msg=name)
+        else:
+            np.testing.assert_allclose(out[name], ref, err_msg=name, **tol)

@@ -17,20 +17,10 @@ from converter.ir.builder import new_program
 from converter.ir.types import tensor
 
 from .browser_client import WebnnBrowser
-from .helpers import conv_stem, rand, run_webnn
+from .helpers import check_outputs, conv_stem, rand, run_webnn
 
 LAYOUTS = ["nchw", "nhwc"]
 X_SHAPE = (1, 3, 4, 5)
-
-
-def _check(out: dict[str, np.ndarray], refs: dict[str, np.ndarray], **tol: float) -> None:
-    for name, ref in refs.items():
-        ref = np.asarray(ref)
-        assert out[name].shape == ref.shape, f"{name}: shape {out[name].shape} != {ref.shape}"
-        if ref.dtype == bool:
-            np.testing.assert_array_equal(out[name].astype(bool), ref, err_msg=name)
-        else:
-            np.testing.assert_allclose(out[name], ref, err_msg=name, **tol)
 
 
 def _x() -> np.ndarray:
@@ -71,7 +61,7 @@ def test_unary_math(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) ->
             "rsqrt": 1 / np.sqrt(pd + 1 + 1e-12), "clip": np.minimum(np.maximum(xd, -0.5), 1.2),
             "clip_inverted": np.full(X_SHAPE, -1.0), "threshold": np.maximum(xd, 0.3)}
     inv = refs.pop("inverse")
-    _check(out, refs, rtol=2e-5, atol=2e-6)
+    check_outputs(out, refs, rtol=2e-5, atol=2e-6)
     np.testing.assert_allclose(out["inverse"][p != 0], inv[p != 0], rtol=2e-6)   # epsilon 1e-4 is visible
     assert out["inverse"][0, 0, 0, 0] == pytest.approx(1e4, rel=1e-5)
 
@@ -106,7 +96,7 @@ def test_binary_broadcasting_and_layouts(webnn_browser: WebnnBrowser, tmp_path: 
                          f"{n}_scalar": f(x, np.float32(0.75))})
         refs.update({"pow_rt": pos ** y, "pow_const_first": c ** x, "pow_vec": pos ** v,
                      "floor_div": np.floor_divide(x, c), "mod": np.mod(c, x)})
-    _check(out, refs, rtol=1e-5, atol=1e-5)
+    check_outputs(out, refs, rtol=1e-5, atol=1e-5)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -148,7 +138,7 @@ def test_comparisons_logic_select_cast(webnn_browser: WebnnBrowser, tmp_path: Pa
                  "to_bool": x != 0, "int_to_bool": i != 0, "bool_to_fp32": gt.astype(np.float32),
                  "bool_to_int": gt.astype(np.int32), "int_to_fp32": i.astype(np.float32),
                  "to_int": np.trunc(x * 3).astype(np.int32)})
-    _check(out, refs)
+    check_outputs(out, refs)
     assert eq.any() and (~eq).any() and gt.any() and (~gt).any()
 
 
@@ -197,7 +187,7 @@ def test_integer_unary_and_binary(webnn_browser: WebnnBrowser, tmp_path: Path) -
         b.sub(x=i, y=j, name="sub"), b.mul(x=i, y=j, name="mul"), b.maximum(x=i, y=j, name="max"),
         b.minimum(x=i, y=j, name="min")])
     out = run_webnn(webnn_browser, prog, {"i": i, "j": j}, tmp_path / "m")
-    _check(out, {"abs": np.abs(i), "sign": np.sign(i), "square": i * i, "threshold": np.maximum(i, 1),
+    check_outputs(out, {"abs": np.abs(i), "sign": np.sign(i), "square": i * i, "threshold": np.maximum(i, 1),
                  "add": i + j, "sub": i - j, "mul": i * j, "max": np.maximum(i, j), "min": np.minimum(i, j)})
 
 

@@ -14,18 +14,11 @@ from converter.ir.builder import new_program
 from converter.ir.types import tensor
 
 from .browser_client import WebnnBrowser
-from .helpers import conv_stem, rand, run_webnn
+from .helpers import check_outputs, conv_stem, rand, run_webnn
 
 LAYOUTS = ["nchw", "nhwc"]
 X_SHAPE = (2, 3, 4, 5)
 TOL = {"rtol": 1e-5, "atol": 1e-5}
-
-
-def _check(out: dict[str, np.ndarray], refs: dict[str, np.ndarray], **tol: float) -> None:
-    for name, ref in refs.items():
-        ref = np.asarray(ref)
-        assert out[name].shape == ref.shape, f"{name}: shape {out[name].shape} != {ref.shape}"
-        np.testing.assert_allclose(out[name], ref, err_msg=name, **tol)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -68,7 +61,7 @@ def test_reductions_axes_and_keep_dims(webnn_browser: WebnnBrowser, tmp_path: Pa
     refs["all"] = x.astype(np.float64).sum()
     refs["after"] = np.exp(m) / np.exp(m).sum(axis=-2, keepdims=True)
     refs["twice"] = x.sum(axis=2).max(axis=1)
-    _check(out, refs, rtol=1e-4, atol=1e-4)
+    check_outputs(out, refs, rtol=1e-4, atol=1e-4)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -98,7 +91,7 @@ def test_argmax_argmin_and_cumsum(webnn_browser: WebnnBrowser, tmp_path: Path, l
             t = tx.flip(axis) if reverse else tx
             c = torch.cumsum(t, axis) - (t if exclusive else 0)
             refs[f"cumsum_{axis}_{int(exclusive)}{int(reverse)}"] = (c.flip(axis) if reverse else c).numpy()
-    _check(out, refs, **TOL)
+    check_outputs(out, refs, **TOL)
     assert out["amax_c"].dtype == np.int32
 
 
@@ -108,7 +101,7 @@ def test_integer_reductions(webnn_browser: WebnnBrowser, tmp_path: Path) -> None
         b.reduce_sum(x=x, axes=[1], name="sum"), b.reduce_max(x=x, axes=[-2], keep_dims=True, name="max"),
         b.reduce_min(x=x, axes=[0, 1], name="min"), b.cumsum(x=x, axis=-1, name="cumsum")])
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m")
-    _check(out, {"sum": x.sum(1), "max": x.max(0, keepdims=True), "min": x.min(), "cumsum": np.cumsum(x, -1)})
+    check_outputs(out, {"sum": x.sum(1), "max": x.max(0, keepdims=True), "min": x.min(), "cumsum": np.cumsum(x, -1)})
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -122,5 +115,5 @@ def test_log_sum_exp_of_large_values(webnn_browser: WebnnBrowser, tmp_path: Path
         b.reduce_log_sum_exp(x=x, axes=[-1], keep_dims=False, name="plain")])
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
     t = torch.from_numpy(x).double()
-    _check(out, {"keep": torch.logsumexp(t, 1, keepdim=True).numpy(), "drop": torch.logsumexp(t, (2, 3)).numpy(),
+    check_outputs(out, {"keep": torch.logsumexp(t, 1, keepdim=True).numpy(), "drop": torch.logsumexp(t, (2, 3)).numpy(),
                  "plain": torch.logsumexp(t, -1).numpy()}, rtol=1e-6)

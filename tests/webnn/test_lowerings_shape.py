@@ -15,17 +15,10 @@ from converter.ir.builder import new_program
 from converter.ir.types import tensor
 
 from .browser_client import WebnnBrowser
-from .helpers import conv_stem, rand, run_webnn
+from .helpers import check_outputs, conv_stem, rand, run_webnn
 
 LAYOUTS = ["nchw", "nhwc"]
 X_SHAPE = (1, 3, 4, 5)
-
-
-def _check(out: dict[str, np.ndarray], refs: dict[str, np.ndarray], **tol: float) -> None:
-    for name, ref in refs.items():
-        ref = np.asarray(ref)
-        assert out[name].shape == ref.shape, f"{name}: shape {out[name].shape} != {ref.shape}"
-        np.testing.assert_allclose(out[name], ref, err_msg=name, **tol)
 
 
 @pytest.mark.parametrize("layout", LAYOUTS)
@@ -60,7 +53,7 @@ def test_reshapes_transpose_concat_stack_split(webnn_browser: WebnnBrowser, tmp_
     out = run_webnn(webnn_browser, prog, {"x": x, "x2": x2, "u": u}, tmp_path / "m", layout=layout)
     interleaved = np.empty((1, 6, 4, 5), np.float32)
     interleaved[:, 0::2], interleaved[:, 1::2] = x, 2 * x
-    _check(out, {
+    check_outputs(out, {
         "reshape": x.reshape(1, 3, 20), "expand": x[..., None], "squeeze": u[:, :, 0], "flatten": x.reshape(3, 20),
         "reshape_like": x.reshape(4, 5, 3),
         "transpose": x.transpose(0, 2, 3, 1), "transpose_add": x.transpose(3, 1, 0, 2) + 1,
@@ -92,7 +85,7 @@ def test_slices_crop_tile_reverse(webnn_browser: WebnnBrowser, tmp_path: Path, l
 
     prog = new_program({"x": tensor("fp32", X_SHAPE)}, body)
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
-    _check(out, {
+    check_outputs(out, {
         "masks_negative_strides": x[:, 2::-1, 3::-2, 1:5:2], "squeezed": x[0, 1:2, -2, 0:5],
         "negative_bounds": x[0:1, -2:3, 1:-1, -4:-1], "strided": x[0:1, 0:3:2, 1:4:2, 4:0:-3],
         "by_size": x[0:1, 1:3, 1:3, 2:], "crop": x[:, :, 1:, 2:-1],
@@ -121,7 +114,7 @@ def test_gather_negative_indices_any_axis(webnn_browser: WebnnBrowser, tmp_path:
     out = run_webnn(webnn_browser, prog, {"x": x, "idx": idx, "ga": ga}, tmp_path / "m", layout=layout)
     tx = torch.from_numpy(x)
     along = torch.gather(tx, 2, torch.from_numpy(np.where(ga < 0, ga + 4, ga).astype(np.int64))).numpy()
-    _check(out, {
+    check_outputs(out, {
         "const_w": x[..., [-1, 0, 3, -2]], "const_c_2d": x[:, [[1, -3], [-1, 0]]],
         "runtime_h": x[:, :, idx], "runtime_w": x[..., idx], "along_const": along, "along_runtime": along})
 
@@ -143,7 +136,7 @@ def test_pad_modes(webnn_browser: WebnnBrowser, tmp_path: Path, layout: str) -> 
     prog = new_program({"x": tensor("fp32", X_SHAPE)}, body)
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
     tx = torch.from_numpy(x)
-    _check(out, {
+    check_outputs(out, {
         "constant": F.pad(tx, (3, 0, 1, 2), value=1.5).numpy(), "zeros": F.pad(tx, (1, 3, 2, 0, 0, 1)).numpy(),
         "reflect": F.pad(tx, (3, 2, 2, 1), mode="reflect").numpy(),
         "reflect_c": np.pad(x, [(0, 0), (1, 0), (2, 1), (3, 2)], mode="reflect"),
@@ -187,7 +180,7 @@ def test_space_depth_shuffles_band_part_and_constants(webnn_browser: WebnnBrowse
                         "m": tensor("fp32", [2, 4, 5])}, body, opset="iOS17")
     out = run_webnn(webnn_browser, prog, {"x8": x8, "x2": x2, "m": m}, tmp_path / "m", layout=layout)
     i, j = np.ogrid[:4, :5]
-    _check(out, {
+    check_outputs(out, {
         "d2s": _depth_to_space_dcr(x8, 2), "shuffle": F.pixel_shuffle(torch.from_numpy(x8), 2).numpy(),
         "unshuffle": F.pixel_unshuffle(torch.from_numpy(x2), 2).numpy(),
         "band": np.where((i - j <= 1) & (j - i <= 2), m, 0), "lower_tri": np.where(j - i <= 0, m, 0),
@@ -217,7 +210,7 @@ def test_a_transpose_read_by_other_ops(webnn_browser: WebnnBrowser, tmp_path: Pa
     out = run_webnn(webnn_browser, prog, {"x": x, "y": y}, tmp_path / "m", layout=layout)
     t = x.transpose(0, 2, 3, 1)
     e = np.exp(t)
-    _check(out, {"reshape": t.reshape(4, 15), "add": t + y, "slice": t[0, 1:3, :, 2], "reduce": t.sum(-1),
+    check_outputs(out, {"reshape": t.reshape(4, 15), "add": t + y, "slice": t[0, 1:3, :, 2], "reduce": t.sum(-1),
                  "softmax": e / e.sum(-1, keepdims=True), "concat": np.concatenate([t, y], -1),
                  "gather": t[..., [2, 0]], "matmul": t @ y.transpose(0, 1, 3, 2), "back": x}, rtol=1e-5, atol=1e-6)
 
@@ -233,7 +226,7 @@ def test_scalars_negative_squeezed_indices_and_scalar_gathers(webnn_browser: Web
         b.gather(x=x, indices=np.int32(-1), axis=1, name="gather_const"),
         b.gather(x=x, indices=k, axis=1, name="gather_runtime")])
     out = run_webnn(webnn_browser, prog, {"x": x, "a": a, "c": c, "k": k}, tmp_path / "m")
-    _check(out, {"last": x[1, -1], "row": x[-2], "concat": [a, c, a], "stack": [a, c], "gather_const": x[:, -1],
+    check_outputs(out, {"last": x[1, -1], "row": x[-2], "concat": [a, c, a], "stack": [a, c], "gather_const": x[:, -1],
                  "gather_runtime": x[:, -2]})
 
 
@@ -265,6 +258,6 @@ def test_ops_made_constant_without_folding(webnn_browser: WebnnBrowser, tmp_path
         b.relu(x=x, name="uses_x")],  # (a graph with no op reading an input refuses that input at dispatch)
         opset="iOS17")
     out = run_webnn(webnn_browser, prog, {"x": x}, tmp_path / "m", layout=layout)
-    _check(out, {"fill_like": np.full(X_SHAPE, 2.5), "shape_out": list(X_SHAPE), "fill": np.full((2, 3), -1.5),
+    check_outputs(out, {"fill_like": np.full(X_SHAPE, 2.5), "shape_out": list(X_SHAPE), "fill": np.full((2, 3), -1.5),
                  "range": np.arange(1, 10, 3), "range_f": np.arange(0.5, -1.0, -0.5)})
     assert sorted(lowered) == ["fill", "fill_like", "range_1d", "range_1d", "shape"]

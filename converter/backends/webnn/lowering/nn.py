@@ -92,16 +92,21 @@ def _conv(e: GraphEmitter, op: Op) -> None:
     lower_conv(e, op)
 
 
-def lower_conv(e: GraphEmitter, op: Op, weight: np.ndarray | None = None) -> None:
-    """conv2d for ``op`` (conv and its kin); ``weight``: the filter's value where it is not the op's
-    ``weight`` input as it stands (conv_quantized's dequantized one)."""
+def _conv_frame(e: GraphEmitter, op: Op):  # noqa: ANN202 - a tuple of what both convolutions read
+    """What conv and conv_transpose read alike: (x operand, 1-D?, layout, weight shape, input
+    spatial sizes, window, groups, output shape)."""
     xv = op.inputs["x"]
     x, one_d, layout = _spatial_input(e, xv)
     w_shape = e.shape(op.inputs["weight"])
-    in_sizes = e.shape(xv)[2:]
     win = _window(op, tuple(w_shape[2:]), one_d)
     groups = int(float_scalar(e.param(op, "groups")))
-    y_ir = e.shape(out(op))
+    return x, one_d, layout, w_shape, e.shape(xv)[2:], win, groups, e.shape(out(op))
+
+
+def lower_conv(e: GraphEmitter, op: Op, weight: np.ndarray | None = None) -> None:
+    """conv2d for ``op`` (conv and its kin); ``weight``: the filter's value where it is not the op's
+    ``weight`` input as it stands (conv_quantized's dequantized one)."""
+    x, one_d, layout, w_shape, in_sizes, win, groups, y_ir = _conv_frame(e, op)
     y_shape = _shape4(y_ir[0], y_ir[1], 1 if one_d else y_ir[2], y_ir[-1], layout)
     y = e.emit("conv2d", x, _filter(e, op.inputs["weight"], one_d, (0, 2, 3, 1), layout, weight), shape=y_shape,
                dtype=x.dtype,
@@ -117,13 +122,7 @@ def lower_conv(e: GraphEmitter, op: Op, weight: np.ndarray | None = None) -> Non
 def _conv_transpose(e: GraphEmitter, op: Op) -> None:
     from ....ir.ops.conv import ConvTranspose
 
-    xv = op.inputs["x"]
-    x, one_d, layout = _spatial_input(e, xv)
-    w_shape = e.shape(op.inputs["weight"])
-    in_sizes = e.shape(xv)[2:]
-    win = _window(op, tuple(w_shape[2:]), one_d)
-    groups = int(float_scalar(e.param(op, "groups")))
-    y_ir = e.shape(out(op))
+    x, one_d, layout, w_shape, in_sizes, win, groups, y_ir = _conv_frame(e, op)
     outs = y_ir[2:]
     full = [(n - 1) * s + (int(k) - 1) * d + 1 for n, k, s, d in zip(in_sizes, w_shape[2:], win.strides, win.dilations)]
     crop = [ConvTranspose._crop_before(win, i, in_sizes[i], outs[i]) for i in range(len(outs))]

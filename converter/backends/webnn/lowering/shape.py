@@ -3,6 +3,8 @@ slicing, tile, reverse, gather/scatter, pad and constants made by ops."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import numpy as np
 
 from ....ir.core import Op, Value
@@ -370,42 +372,34 @@ def _band_part(e: GraphEmitter, op: Op) -> None:
                            shape=x.shape, dtype=x.dtype))
 
 
+def _rearrange(e: GraphEmitter, op: Op, factor_key: str, split: Callable[[int, int, int, int, int], list[int]],
+               perm: list[int]) -> None:
+    """Block rearrangements of [N, C, H, W]: reshape to ``split(n, c, h, w, factor)``, transpose
+    by ``perm``, reshape to the op's output shape."""
+    x = e.get(op.inputs["x"])
+    f = int(float_scalar(e.const_param(op, factor_key)))
+    blocks = split(*x.shape, f)
+    t = reshape(e, x, blocks)
+    t = e.emit("transpose", t, shape=[blocks[p] for p in perm], dtype=x.dtype, permutation=perm)
+    e.bind(out(op), reshape(e, t, e.shape(out(op))))
+
+
 @lowering("depth_to_space", kind="decomposed", note="reshape, transpose, reshape (DCR order)")
 def _depth_to_space(e: GraphEmitter, op: Op) -> None:
-    x = e.get(op.inputs["x"])
-    b = int(float_scalar(e.const_param(op, "block_size")))
-    n, c, h, w = x.shape
-    t = reshape(e, x, [n, b, b, c // (b * b), h, w])
-    t = e.emit("transpose", t, shape=[n, c // (b * b), h, b, w, b], dtype=x.dtype, permutation=[0, 3, 4, 1, 5, 2])
-    e.bind(out(op), reshape(e, t, [n, c // (b * b), h * b, w * b]))
+    _rearrange(e, op, "block_size", lambda n, c, h, w, b: [n, b, b, c // (b * b), h, w], [0, 3, 4, 1, 5, 2])
 
 
 @lowering("space_to_depth", kind="decomposed", note="reshape, transpose, reshape")
 def _space_to_depth(e: GraphEmitter, op: Op) -> None:
-    x = e.get(op.inputs["x"])
-    b = int(float_scalar(e.const_param(op, "block_size")))
-    n, c, h, w = x.shape
-    t = reshape(e, x, [n, c, h // b, b, w // b, b])
-    t = e.emit("transpose", t, shape=[n, b, b, c, h // b, w // b], dtype=x.dtype, permutation=[0, 3, 5, 1, 2, 4])
-    e.bind(out(op), reshape(e, t, [n, c * b * b, h // b, w // b]))
+    _rearrange(e, op, "block_size", lambda n, c, h, w, b: [n, c, h // b, b, w // b, b], [0, 3, 5, 1, 2, 4])
 
 
 @lowering("pixel_shuffle", kind="decomposed", note="reshape, transpose, reshape (CRD order)")
 def _pixel_shuffle(e: GraphEmitter, op: Op) -> None:
-    x = e.get(op.inputs["x"])
-    f = int(float_scalar(e.const_param(op, "upscale_factor")))
-    n, c, h, w = x.shape
-    t = reshape(e, x, [n, c // (f * f), f, f, h, w])
-    t = e.emit("transpose", t, shape=[n, c // (f * f), h, f, w, f], dtype=x.dtype, permutation=[0, 1, 4, 2, 5, 3])
-    e.bind(out(op), reshape(e, t, [n, c // (f * f), h * f, w * f]))
+    _rearrange(e, op, "upscale_factor", lambda n, c, h, w, f: [n, c // (f * f), f, f, h, w], [0, 1, 4, 2, 5, 3])
 
 
 @lowering("pixel_unshuffle", kind="decomposed", note="reshape, transpose, reshape")
 def _pixel_unshuffle(e: GraphEmitter, op: Op) -> None:
-    x = e.get(op.inputs["x"])
-    f = int(float_scalar(e.const_param(op, "downscale_factor")))
-    n, c, h, w = x.shape
-    t = reshape(e, x, [n, c, h // f, f, w // f, f])
-    t = e.emit("transpose", t, shape=[n, c, f, f, h // f, w // f], dtype=x.dtype, permutation=[0, 1, 3, 5, 2, 4])
-    e.bind(out(op), reshape(e, t, [n, c * f * f, h // f, w // f]))
+    _rearrange(e, op, "downscale_factor", lambda n, c, h, w, f: [n, c, h // f, f, w // f, f], [0, 1, 3, 5, 2, 4])
 
