@@ -23,9 +23,10 @@ building code and the torch/coremltools versions.
 2. In the browser, ours (``--no-browser`` skips 2 and 3, ``--no-ours`` this one): the package converted with
    ``converter.convert(pkg, to="webnn", out=DIR, layout=L, precision=P)`` for L in nchw/nhwc and P in
    fp32/fp16, then in a fresh tab of Chromium 153 (WebNN on CPU: LiteRT/XNNPACK), timed in the page with
-   performance.now(): import model.js, createContext, fetch model.bin, build, first run() (creates,
-   writes, dispatches and reads tensors); time to first result = their sum. Then ``--warmup`` and
-   ``--runs`` calls of run(): median (and mean, from one timer around the loop: performance.now() is
+   performance.now(): import model.js, createContext, load() (fetch model.bin and build; ``--via build``
+   fetches first and times build() apart), first run() (creates the graph's tensors, writes,
+   dispatches, reads); time to first result = their sum. Then ``--warmup`` and ``--runs`` calls of run()
+   (which reuses the tensors): median (and mean, from one timer around the loop: performance.now() is
    coarsened to 0.1 ms in a page that is not cross-origin isolated); then dispatch alone (tensors made
    once; write the input, dispatch, read the outputs back): median. The first result is checked against
    torch's output (max abs error / max(1, max |torch|)).
@@ -365,7 +366,7 @@ def _page_query(spec: ModelSpec, kind: str, runs: int, warmup: int, **extra: Any
 
 
 def bench_ours(browser: Any, spec: ModelSpec, folder: Path, work: Path, layout: str, precision: str,
-               runs: int, warmup: int, pages: int, timeout: float) -> dict[str, Any]:
+               runs: int, warmup: int, pages: int, timeout: float, via: str = "load") -> dict[str, Any]:
     """Convert ``spec``'s package with these options and time it in ``pages`` fresh tabs."""
     out = work / f"{spec.name}-{layout}-{precision}"
     record: dict[str, Any] = {"model": spec.name, "layout": layout, "precision": precision}
@@ -376,11 +377,11 @@ def bench_ours(browser: Any, spec: ModelSpec, folder: Path, work: Path, layout: 
         reason = unavailable_reason(e)
         return {**record, **({"unavailable": reason} if reason else {"error": f"conversion: {type(e).__name__}: {e}"})}
     record["convert_s"] = time.perf_counter() - t0
-    return {**record, **time_ours(browser, spec, out, folder, runs, warmup, pages, timeout)}
+    return {**record, "via": via, **time_ours(browser, spec, out, folder, runs, warmup, pages, timeout, via)}
 
 
 def time_ours(browser: Any, spec: ModelSpec, model: Path, folder: Path, runs: int, warmup: int, pages: int,
-              timeout: float) -> dict[str, Any]:
+              timeout: float, via: str = "load") -> dict[str, Any]:
     """Time the WebNN module in ``model`` (model.js, model.bin) in ``pages`` fresh tabs, fed with
     ``folder``/input.bin; its first output is compared with ``folder``/torch_output.npy."""
     import numpy as np
@@ -391,7 +392,7 @@ def time_ours(browser: Any, spec: ModelSpec, model: Path, folder: Path, runs: in
     for _ in range(pages):
         try:
             page = browser.open_page(PAGE, mounts={"model": model, "data": folder},
-                                     query=_page_query(spec, "ours", runs, warmup), timeout_s=timeout)
+                                     query=_page_query(spec, "ours", runs, warmup, via=via), timeout_s=timeout)
         except BrowserError as e:
             return {"error": str(e)}
         results.append(dict(page.result))
@@ -408,7 +409,7 @@ def summarize(pages: list[dict[str, Any]]) -> dict[str, Any]:
     if len(pages) > 1:
         per_page = {}
         for key, value in pages[0].items():
-            if isinstance(value, (int, float)) and not isinstance(value, bool):
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and all(p.get(key) is not None for p in pages):
                 per_page[key] = [p[key] for p in pages]
                 if len(set(per_page[key])) > 1:
                     first[key] = statistics.median(per_page[key])
@@ -513,7 +514,7 @@ def conversion_lines(rec: dict[str, Any]) -> list[str]:
 
 
 def ours_lines(records: list[dict[str, Any]]) -> list[str]:
-    head = (f"  {'model':9s} {'layout':6s} {'prec':5s} {'import':>7s} {'context':>7s} {'fetch':>7s} {'build':>8s} "
+    head = (f"  {'model':9s} {'layout':6s} {'prec':5s} {'import':>7s} {'context':>7s} {'fetch':>7s} {'build':>8s} {'load':>8s} "
             f"{'compile':>8s} {'1st run':>8s} {'TTFR':>8s} {'med run':>8s} {'med disp':>8s} {'transp':>6s} "
             f"{'err/max(1,|ref|)':>16s}")
     lines = [head]
@@ -526,7 +527,7 @@ def ours_lines(records: list[dict[str, Any]]) -> list[str]:
         else:
             transposes = r["webnn_calls"]["builderOps"].get("transpose", 0)
             lines.append(f"{label} {_ms(r['import_ms']):>7s} {_ms(r['context_ms']):>7s} {_ms(r['fetch_ms']):>7s} "
-                         f"{_ms(r['build_ms']):>8s} {_ms(r['compile_ms']):>8s} {_ms(r['first_run_ms']):>8s} "
+                         f"{_ms(r['build_ms']):>8s} {_ms(r['load_ms']):>8s} {_ms(r['compile_ms']):>8s} {_ms(r['first_run_ms']):>8s} "
                          f"{_ms(r['time_to_first_result_ms']):>8s} "
                          f"{_ms(r['median_run_ms']):>8s} {_ms(r['median_dispatch_ms']):>8s} {transposes:>6d} "
                          f"{r['error_vs_torch']['scaled']:>16.2e}")
@@ -605,6 +606,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                     help="one more ORT-Web page per model with ORT's verbose log, to show where nodes were placed")
     ap.add_argument("--ort-wasm", action="store_true",
                     help="also ORT-Web's wasm execution provider (its own CPU kernels): the control for the WebNN check")
+    ap.add_argument("--via", choices=["load", "build"], default="load",
+                    help="ours: load(context) (what a page does), or fetch then build(context, weights), timed apart")
     ap.add_argument("--runs", type=int, default=50, help="timed runs per page (after --warmup)")
     ap.add_argument("--warmup", type=int, default=5)
     ap.add_argument("--pages", type=int, default=1,
@@ -656,14 +659,15 @@ def main(argv: list[str] | None = None) -> None:
                 report["browser_version"] = browser.version
                 pages = "one fresh tab each" if args.pages == 1 else f"median of {args.pages} fresh tabs each"
                 print(f"\n== in the browser ({browser.version}, WebNN cpu): ours, ms ({pages}); {args.runs} runs after "
-                      f"{args.warmup} warm-up; TTFR = import + context + fetch + build + first run; compile = the "
-                      f"part of build spent in MLGraphBuilder.build(); transp = transpose ops in the graph", flush=True)
+                      f"{args.warmup} warm-up; TTFR = import + context + load (fetch model.bin and build: "
+                      f"{'load(), fetch and build not timed apart' if args.via == 'load' else 'timed apart'}) + first run; "
+                      f"compile = the part spent in MLGraphBuilder.build(); transp = transpose ops in the graph", flush=True)
                 print(ours_lines([])[0] if not args.no_ours else "  (skipped: --no-ours)")
                 for s in specs if not args.no_ours else []:
                     for layout in args.layouts:
                         for precision in args.precisions:
                             rec = bench_ours(browser, s, folders[s.name], Path(tmp), layout, precision, args.runs,
-                                             args.warmup, args.pages, args.timeout)
+                                             args.warmup, args.pages, args.timeout, args.via)
                             report["ours"].append(rec)
                             print(ours_lines([rec])[1], flush=True)
                 if not args.no_ort:

@@ -163,7 +163,7 @@ def write_webnn(program: Program, out: str | os.PathLike, *, layout: str = "nhwc
             warnings.warn(ConversionWarning(f"input(s) {names} are read by no output: the WebNN graph does not take "
                                             "them"), stacklevel=2)
         header = _header(program, source, layout, precision, graph, weights)
-        (tmp / "model.js").write_text(render_module(graph, header=header), encoding="utf-8")
+        (tmp / "model.js").write_text(render_module(graph, header=header, weight_bytes=weights.size), encoding="utf-8")
         (tmp / "model.d.ts").write_text(render_declarations(graph), encoding="utf-8")
         (tmp / "index.html").write_text(render_demo_page(graph, title=_title(source), image_inputs=_images(fn)),
                                         encoding="utf-8")

@@ -25,15 +25,23 @@ function typedArray(dataType) {
   return T;
 }
 
-function constant(builder, weights, dataType, shape, offset) {
-  const count = shape.reduce((a, b) => a * b, 1);
-  const T = typedArray(dataType);
-  if (offset + count * T.BYTES_PER_ELEMENT > weights.byteLength) {
-    throw new Error(`model.bin is too short (${weights.byteLength} bytes): is it the one written with this model.js?`);
+function checkWeights(weights) {
+  const buffer = ArrayBuffer.isView(weights)
+    ? weights.buffer.slice(weights.byteOffset, weights.byteOffset + weights.byteLength) : weights;
+  if (typeof buffer?.byteLength !== "number") throw new TypeError("build(context, weights): weights must be the ArrayBuffer of model.bin");
+  if (buffer.byteLength !== WEIGHT_BYTES) {
+    throw new Error(`the weights have ${buffer.byteLength} bytes; this model.js was written with a model.bin of `
+      + `${WEIGHT_BYTES} bytes (is it the model.bin written with it?)`);
   }
-  return builder.constant({ dataType, shape }, new T(weights, offset, count));
+  return buffer;
 }
 
+function constant(builder, weights, dataType, shape, offset) {
+  const T = typedArray(dataType);
+  return builder.constant({ dataType, shape }, new T(weights, offset, shape.reduce((a, b) => a * b, 1)));
+}
+
+// Fetches model.bin (beside this module unless told) and builds the graph.
 export async function load(context, url = new URL("model.bin", import.meta.url)) {
   const response = await fetch(url);
   if (!response.ok) throw new Error(`cannot fetch ${url}: HTTP ${response.status}`);
@@ -50,40 +58,49 @@ function feedArray(name, desc, value) {
   return array;
 }
 
+// Input and output tensors are made once per graph and reused. run() queues the writes, the dispatch
+// and the reads in one synchronous step, so the context's timeline keeps overlapping calls apart.
+const graphTensors = new WeakMap(); // graph -> {context, tensors: Promise<{inputs, outputs}>}
+
+function tensorsFor(context, graph) {
+  const known = graphTensors.get(graph);
+  if (known && known.context === context) return known.tensors;
+  const make = async (table, usage) => {
+    const tensors = Object.create(null); // no prototype: a feature may be named "__proto__" (or "constructor", ...)
+    for (const [name, desc] of Object.entries(table)) {
+      tensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, ...usage });
+    }
+    return tensors;
+  };
+  const tensors = (async () => ({ inputs: await make(inputs, { writable: true }), outputs: await make(outputs, { readable: true }) }))();
+  graphTensors.set(graph, { context, tensors });
+  tensors.catch(() => graphTensors.delete(graph));
+  return tensors;
+}
+
 export async function run(context, graph, feeds) {
   const missing = Object.keys(inputs).filter((name) => !Object.hasOwn(feeds, name));
   if (missing.length) throw new Error(`missing inputs: ${missing.map((n) => JSON.stringify(n)).join(", ")}`);
-  // objects without a prototype: a feature may be named "__proto__" (or "constructor", ...)
-  const inputTensors = Object.create(null);
-  const outputTensors = Object.create(null);
-  try {
-    for (const [name, desc] of Object.entries(inputs)) {
-      inputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, writable: true });
-      context.writeTensor(inputTensors[name], feedArray(name, desc, feeds[name]));
-    }
-    for (const [name, desc] of Object.entries(outputs)) {
-      outputTensors[name] = await context.createTensor({ dataType: desc.dataType, shape: desc.shape, readable: true });
-    }
-    context.dispatch(graph, inputTensors, outputTensors);
-    const results = Object.create(null);
-    for (const [name, desc] of Object.entries(outputs)) {
-      results[name] = new (typedArray(desc.dataType))(await context.readTensor(outputTensors[name]));
-    }
-    if (classifier && classifier.labelOutput !== null && classifier.probabilityOutput in results) {
-      const p = results[classifier.probabilityOutput];
-      let best = 0;
-      for (let i = 1; i < p.length; i++) if (p[i] > p[best]) best = i;
-      results[classifier.labelOutput] = labels[best];
-    }
-    return results;
-  } finally {
-    for (const tensor of [...Object.values(inputTensors), ...Object.values(outputTensors)]) tensor.destroy();
+  const arrays = Object.entries(inputs).map(([name, desc]) => [name, feedArray(name, desc, feeds[name])]);
+  const tensors = await tensorsFor(context, graph);
+  for (const [name, array] of arrays) context.writeTensor(tensors.inputs[name], array);
+  context.dispatch(graph, tensors.inputs, tensors.outputs);
+  const names = Object.keys(outputs);
+  const buffers = names.map((name) => context.readTensor(tensors.outputs[name]));
+  const results = Object.create(null);
+  for (const [i, name] of names.entries()) results[name] = new (typedArray(outputs[name].dataType))(await buffers[i]);
+  if (classifier && classifier.labelOutput !== null && classifier.probabilityOutput in results) {
+    const p = results[classifier.probabilityOutput];
+    let best = 0;
+    for (let i = 1; i < p.length; i++) if (p[i] > p[best]) best = i;
+    results[classifier.labelOutput] = labels[best];
   }
+  return results;
 }
 """
 
 
-def render_module(g: LoweredGraph, *, header: list[str]) -> str:
+def render_module(g: LoweredGraph, *, header: list[str], weight_bytes: int) -> str:
     lines = [f"// {js_comment(h, 200)}" for h in header]
     lines.append("")
     lines.append(f"export const inputs = {_table(g.inputs)};")
@@ -96,8 +113,11 @@ def render_module(g: LoweredGraph, *, header: list[str]) -> str:
     else:
         lines.append("export const labels = null;")
         lines.append("export const classifier = null;")
+    lines.append(f"const WEIGHT_BYTES = {int(weight_bytes)}; // model.bin's size")
     lines.append(_RUNTIME)
+    lines.append("// Builds the graph from the ArrayBuffer holding model.bin.")
     lines.append("export async function build(context, weights) {")
+    lines.append("  weights = checkWeights(weights);")
     lines.append("  const builder = new MLGraphBuilder(context);")
     lines.extend(g.body)
     lines.append("}")
