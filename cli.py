@@ -73,14 +73,15 @@ class _Main(click.Group):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(converter.__version__, prog_name="converter")
 def main() -> None:
-    """Convert Core ML NeuralNetwork models and ML programs to ML programs (MIL)."""
+    """Convert Core ML NeuralNetwork models, ML programs and WebNN graphs to ML programs (MIL),
+    NeuralNetwork models or WebNN."""
 
 
 @main.command("ops")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def ops_cmd(as_json: bool) -> None:
-    """List every registered op with its opsets, whether it has a reference kernel, and its WebNN form
-    (direct, decomposed or unsupported; --json gives the note or the reason)."""
+    """List every registered op with its opsets, whether it has a reference kernel, and its WebNN and
+    NeuralNetwork forms (direct, decomposed or unsupported; --json gives the note or the reason)."""
     from converter.ir.registry_info import op_table
 
     rows = op_table()
@@ -92,7 +93,7 @@ def ops_cmd(as_json: bool) -> None:
         kernel = "kernel" if r["has_kernel"] else "no kernel"
         origin = "IR-only" if r["ir_only"] else "MIL"
         click.echo(f"{r['op']:<{width}}  {','.join(r['opsets']):<25}  {kernel:<9}  {origin:<7}  "
-                   f"webnn: {r['webnn']['status']}")
+                   f"webnn: {r['webnn']['status']:<11}  neuralnetwork: {r['neuralnetwork']['status']}")
     click.echo(f"{len(rows)} ops")
 
 
@@ -224,11 +225,16 @@ def _resolve_passes(passes: str) -> list:
 @click.option("-o", "--output", "output_path", required=True, type=click.Path(),
               help="Where to write: NAME.mlpackage (a package), NAME.mlmodel (a single file), or an existing "
                    "folder to write into (named after SRC). For a folder SRC: the output folder.")
-@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "webnn"]),
-              help="Output format: mil (an ML program) or webnn (a folder with model.js, model.bin, model.d.ts and "
-                   "a demo page index.html).")
-@click.option("--target", default=None, type=click.Choice(["iOS15", "iOS16", "iOS17", "iOS18"]),
-              help="MIL opset (default: the lowest that has every op used).")
+@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "neuralnetwork", "webnn"]),
+              help="Output format: mil (an ML program), neuralnetwork (a .mlmodel with legacy NeuralNetwork layers, "
+                   "for iOS 11-14) or webnn (a folder with model.js, model.bin, model.d.ts and a demo page index.html).")
+@click.option("--target", default=None,
+              type=click.Choice(["iOS11", "iOS11.2", "iOS12", "iOS13", "iOS14", "iOS15", "iOS16", "iOS17", "iOS18"]),
+              help="--to mil: the MIL opset iOS15..iOS18 (default: the lowest that has every op used). --to "
+                   "neuralnetwork: the oldest iOS the model must run on, iOS11..iOS14 (default: the lowest "
+                   "specification version that has every layer used).")
+@click.option("--spec-version", type=click.IntRange(1, 5), default=None,
+              help="--to neuralnetwork: the highest specification version the model may need (as --target).")
 @click.option("--layout", default=None, type=click.Choice(["nchw", "nhwc"]),
               help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes); default nhwc, "
                    "the layout Chromium's WebNN prefers.")
@@ -246,7 +252,8 @@ def _resolve_passes(passes: str) -> list:
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 @_pass_options
-def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout: str | None, precision: str,
+def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_version: int | None,
+                layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
                 max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
@@ -272,6 +279,14 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout
                              "input_shapes": _input_shapes(input_shapes)}
         elif input_shapes or layout is not None or precision != "fp32":
             raise converter.UnsupportedError("--layout, --precision and --input-shape are options of --to webnn")
+        if fmt == "neuralnetwork":
+            if passes == "default":
+                passes = "neuralnetwork"
+            if spec_version is not None:
+                webnn_options = {"spec_version": spec_version}
+        elif spec_version is not None:
+            raise converter.UnsupportedError("--spec-version is an option of --to neuralnetwork")
+        _check_target(fmt, target)
         pipeline = _resolve_passes(passes)
     except ConverterError as e:
         _fail(e)
@@ -286,6 +301,21 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, layout
     _convert_one(src, output_path, fmt=fmt, target=target, check=check, overwrite=overwrite, pipeline=pipeline,
                  pass_stats=pass_stats, verify=verify, max_loop_iterations=max_loop_iterations,
                  max_tensor_mib=max_tensor_mib, webnn_options=webnn_options)
+
+
+def _check_target(fmt: str, target: str | None) -> None:
+    """--target names a MIL opset for --to mil and a device floor for --to neuralnetwork."""
+    if target is None:
+        return
+    nn_targets = ("iOS11", "iOS11.2", "iOS12", "iOS13", "iOS14")
+    if fmt == "neuralnetwork" and target not in nn_targets:
+        raise converter.UnsupportedError(f"--target {target}: --to neuralnetwork takes {', '.join(nn_targets)} (every "
+                                         "NeuralNetwork model also runs on later systems)")
+    if fmt == "mil" and target in nn_targets:
+        raise converter.UnsupportedError(f"--target {target}: ML programs need iOS15 or later (--to neuralnetwork "
+                                         "writes models for older systems)")
+    if fmt == "webnn":
+        raise converter.UnsupportedError("--target is not an option of --to webnn")
 
 
 def _input_shapes(specs: tuple[str, ...]) -> dict[str, list[int]]:

@@ -75,11 +75,15 @@ def _sources(program: Program) -> list[str]:
 
 
 def save(program: Program, path: str | os.PathLike, *, target: str | None = None, to: str | None = None,
-         durable: bool = False, overwrite: bool = False, **webnn_options: Any) -> Path:
+         durable: bool = False, overwrite: bool = False, **backend_options: Any) -> Path:
     """Write ``program``; returns the path written. ``to``: "mil" (default): ``NAME.mlpackage`` is a
     package, ``NAME.mlmodel`` a single file (every value immediate); an existing folder means "into
     it", named after the model the program was loaded from; other extensions are refused.
     ``target``: MIL opset "iOS15".."iOS18".
+
+    ``to="neuralnetwork"``: a NeuralNetwork ``NAME.mlmodel`` (legacy layers; see
+    converter/backends/neuralnetwork); ``target`` is then the device floor "iOS11".."iOS14", or give
+    ``spec_version`` (1..5).
 
     Nothing is replaced unless ``overwrite=True`` (`DestinationError` otherwise), and then only a
     Core ML model file or a package holding nothing but its own items; the model the program was
@@ -96,9 +100,18 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
         sources = _sources(program)
         return write_webnn(program, dest.path, overwrite=overwrite, source=sources[0] if sources else None,
-                           durable=durable, **webnn_options)
-    if webnn_options:
-        raise UnsupportedError(f"options {', '.join(sorted(webnn_options))} are for --to webnn only")
+                           durable=durable, **backend_options)
+    if output_format(to) == "neuralnetwork":
+        from .backends.neuralnetwork import save_neuralnetwork
+
+        spec_version = backend_options.pop("spec_version", None)
+        if backend_options:
+            raise UnsupportedError(f"options {', '.join(sorted(backend_options))} are for --to webnn only")
+        sources = _sources(program)
+        return save_neuralnetwork(program, dest.path, target=target, spec_version=spec_version, durable=durable,
+                                  overwrite=overwrite, source=sources[0] if sources else None)
+    if backend_options:
+        raise UnsupportedError(f"options {', '.join(sorted(backend_options))} are for --to webnn only")
     from .backends.mil import save_mlprogram
 
     return save_mlprogram(program, dest.path, target=target, durable=durable, single_file=dest.single_file,
@@ -107,17 +120,17 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
 def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
             target: str | None = None, overwrite: bool = False,
-            passes: str | Sequence[Pass] | None = "default", **webnn_options: Any) -> Program:
+            passes: str | Sequence[Pass] | None = "default", **backend_options: Any) -> Program:
     """Load ``src`` (a path or a Program), optimize it with ``passes`` (a pipeline name, "a,b,c",
     or pass objects; "none" to skip), and write it as ``to`` at ``out`` when given (where and whether
     as for `save`; a destination that is refused is refused before ``src`` is read). Returns the
     converted program; a Program given as ``src`` is not modified (a copy is optimized).
     ``passes="default"`` is the target's own pipeline (``webnn`` for ``to="webnn"``);
-    ``webnn_options``: see `save`."""
+    ``backend_options``: see `save` (webnn: layout, precision, input_shapes; neuralnetwork: spec_version)."""
     from .passes.pipelines import resolve
 
-    if passes == "default" and output_format(to) == "webnn":
-        passes = "webnn"
+    if passes == "default" and output_format(to) in ("webnn", "neuralnetwork"):
+        passes = output_format(to)
 
     pipeline = resolve(passes)  # an unknown pass name is an error before anything is read
     if out is not None and not isinstance(src, Program):
@@ -130,7 +143,7 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
         prog = load(src)
     optimize(prog, pipeline)
     if out is not None:
-        save(prog, out, target=target, to=to, overwrite=overwrite, **webnn_options)
+        save(prog, out, target=target, to=to, overwrite=overwrite, **backend_options)
     return prog
 
 

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .destination import DestinationError, Sources, output_format, resolve_model_destination
+from .destination import DestinationError, Sources, default_extension, output_format, resolve_model_destination
 from .errors import ConversionWarning, ConverterError
 from .passes.base import PipelineStats
 
@@ -130,7 +130,7 @@ def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: st
     claimed: dict[Path, Path] = {}  # destination (resolved folder) -> the source written there
     for path in models:
         try:
-            dest = resolve_model_destination((out / path.relative_to(src)).with_suffix(".mlpackage"), to=to,
+            dest = resolve_model_destination((out / path.relative_to(src)).with_suffix(default_extension(to)), to=to,
                                              sources=sources, overwrite=overwrite, into_folder=False).path
             key = Path(os.path.realpath(dest.parent)) / dest.name
             if key in claimed:

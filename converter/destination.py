@@ -32,15 +32,17 @@ __all__ = [
     "DestinationError",
     "ModelDestination",
     "Sources",
+    "default_extension",
     "output_format",
     "resolve_arrays_destination",
     "resolve_model_destination",
 ]
 
 #: What each output format writes, by extension: True for a single file, False for a package folder.
-_EXTENSIONS: dict[str, dict[str, bool]] = {"mil": {".mlpackage": False, ".mlmodel": True}}
+_EXTENSIONS: dict[str, dict[str, bool]] = {"mil": {".mlpackage": False, ".mlmodel": True},
+                                           "neuralnetwork": {".mlmodel": True}}
 #: The extension of a model written "into a folder".
-_FOLDER_DEFAULT = {"mil": ".mlpackage"}
+_FOLDER_DEFAULT = {"mil": ".mlpackage", "neuralnetwork": ".mlmodel"}
 #: Model file extensions (what a folder must not be named like to mean "into this folder").
 _MODEL_SUFFIXES = (".mlpackage", ".mlmodel")
 #: Files the operating system leaves in folders (Finder); not the user's data.
@@ -67,7 +69,14 @@ def output_format(to: str | None) -> str:
         return "mil"
     if fmt == "webnn":
         return "webnn"
-    raise UnsupportedError(f"unknown output format '{to}' (supported: mil, webnn)")
+    if fmt in ("neuralnetwork", "nn"):
+        return "neuralnetwork"
+    raise UnsupportedError(f"unknown output format '{to}' (supported: mil, neuralnetwork, webnn)")
+
+
+def default_extension(to: str | None) -> str:
+    """The extension of a model of format ``to`` written without a name of its own (folder runs)."""
+    return _FOLDER_DEFAULT[output_format(to)]
 
 
 def _identity(path: str | os.PathLike) -> tuple[int, int] | None:

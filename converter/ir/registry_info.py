@@ -6,9 +6,14 @@ from .opdef import _OPDEF_CLASSES, OPSETS, get_opdef, mil_op_types, opsets_of, r
 
 
 def op_table() -> list[dict]:
-    """One row per op type: opsets, versions, kernel presence, MIL or IR-only, and how the WebNN
-    backend writes it (``webnn``: status direct/decomposed/unsupported, with a note or the reason)."""
-    from ..backends.webnn.lowering.registry import webnn_entry  # the backend reads the IR, not the reverse
+    """One row per op type: opsets, versions, kernel presence, MIL or IR-only, and how the WebNN and
+    NeuralNetwork backends write it (``webnn``, ``neuralnetwork``: status direct/decomposed/unsupported,
+    with a note or the reason)."""
+    # the backends read the IR, not the reverse
+    from ..backends.neuralnetwork.lowering.registry import neuralnetwork_entry
+    from ..backends.webnn.lowering.registry import webnn_entry
+
+    undefined = {"status": "unsupported", "reason": "the converter has no definition of this op"}
 
     rows = []
     for name in sorted(set(registered_op_types()) | set(mil_op_types())):
@@ -25,8 +30,8 @@ def op_table() -> list[dict]:
                 "defined": cls is not None,
                 "has_kernel": has_kernel,
                 "ir_only": bool(cls is not None and cls.ir_only),
-                "webnn": webnn_entry(name) if cls is not None else
-                {"status": "unsupported", "reason": "the converter has no definition of this op"},
+                "webnn": webnn_entry(name) if cls is not None else undefined,
+                "neuralnetwork": neuralnetwork_entry(name) if cls is not None else undefined,
             }
         )
     return rows

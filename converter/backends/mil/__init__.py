@@ -32,20 +32,20 @@ import numpy as np
 from google.protobuf.message import Message
 
 from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
-from ...formats import description as desc
 from ...formats.blob import BlobWriter
 from ...formats.milproto import CodecError, type_to_proto, value_to_proto, value_type
 from ...formats.model_file import write_mlmodel
 from ...formats.package import WEIGHT_FILE_REF, write_package
-from ...formats.proto import FeatureTypes_pb2, MIL_pb2, Model_pb2
-from ...ir.core import IR_ONLY_ATTRIBUTES, Block, FeatureInfo, Function, Op, Program, Value
+from ...formats.proto import MIL_pb2, Model_pb2
+from ...ir.core import IR_ONLY_ATTRIBUTES, Block, Function, Op, Program, Value
 from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
-from ...ir.types import ListType, StateType, TensorType, Type, fresh_symbol, types_compatible
+from ...ir.types import ListType, StateType, TensorType
 from ...ir.verify import is_compile_time_const
 from ...limits import MAX_NESTING
 from ...passes.retarget import Causes, retarget
 from ...passes.retarget.causes import without_value_names
+from ..features import describe_feature, recorded_metadata
 
 BLOB_MIN_ELEMENTS = 10
 # IR-only ops this backend writes as MIL ops (see the module docstring).
@@ -504,50 +504,9 @@ def _blob_policy(target: str, writer_write: Callable[[np.ndarray, str], int]):
 # Model description
 
 
-def _feature(info: FeatureInfo | None, name: str, t: Type, out: Model_pb2.FeatureDescription) -> int:
-    """Fill a FeatureDescription; returns the minimum spec version it needs."""
-    out.name = name
-    ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
-    if ft is not None and not _feature_fits(ft, t):
-        ft = None
-    if ft is None:
-        try:
-            ft = desc.type_to_feature(t)
-        except desc.DescriptionError as e:
-            raise UnsupportedError(f"feature '{name}': {e}") from None
-    out.type.CopyFrom(ft)
-    if info is not None and info.short_description:
-        out.shortDescription = info.short_description
-    return desc.feature_min_spec_version(ft)
-
-
-def _feature_fits(ft: FeatureTypes_pb2.FeatureType, t: Type) -> bool:
-    """Whether a recorded feature type still describes IR type ``t``."""
-    try:
-        described = desc.feature_to_type(ft, fresh_symbol)
-    except desc.DescriptionError:
-        return False
-    if isinstance(t, TensorType) and isinstance(described, TensorType) and described.shape is None:
-        return described.dtype == t.dtype
-    return types_compatible(described, t) or (
-        isinstance(t, TensorType) and isinstance(described, TensorType) and described.dtype == t.dtype
-        and t.shape is not None and described.shape is not None and len(t.shape) == len(described.shape)
-        and desc.feature_kind(ft) == "multiArrayType" and not ft.multiArrayType.shape
-    )
-
-
 def _describe(prog: Program, model: Model_pb2.Model, signatures: dict[str, tuple[list[str], list[str]]]) -> int:
     d = model.description
-    original = Model_pb2.ModelDescription()
-    if prog.meta.get("model_description"):
-        original.ParseFromString(prog.meta["model_description"])
-    if original.HasField("metadata"):
-        d.metadata.CopyFrom(original.metadata)
-    if original.predictedFeatureName:
-        d.predictedFeatureName = original.predictedFeatureName
-    if original.predictedProbabilitiesName:
-        d.predictedProbabilitiesName = original.predictedProbabilitiesName
-    d.trainingInput.extend(original.trainingInput)
+    recorded_metadata(prog, d)
     need = 1
 
     def fill(fn: Function, target: Any) -> None:
@@ -556,10 +515,10 @@ def _describe(prog: Program, model: Model_pb2.Model, signatures: dict[str, tuple
         for v, name in zip(fn.inputs, in_names):
             kind = "state" if isinstance(v.type, StateType) else "input"
             info = (fn.state_info if kind == "state" else fn.input_info).get(v.name)
-            need = max(need, _feature(info, name, v.type, getattr(target, kind).add()))
+            need = max(need, describe_feature(info, name, v.type, getattr(target, kind).add()))
         for v, name in zip(fn.outputs, out_names):
             info = fn.output_info.get(name) or fn.output_info.get(v.name)
-            need = max(need, _feature(info, name, v.type, target.output.add()))
+            need = max(need, describe_feature(info, name, v.type, target.output.add()))
 
     main = prog.main
     fill(main, d)

@@ -1,0 +1,117 @@
+"""IR -> a Core ML NeuralNetwork model (``.mlmodel`` with legacy layers), for devices and tools that
+cannot run ML programs (iOS 11-14, macOS 10.13-10.15).
+
+- The program's main function becomes one network (a ``neuralNetworkClassifier`` when it ends in a
+  ``classify`` op: its labels and probability blob). Layers use the N-dimensional semantics of
+  specification version 4 (EXACT_ARRAY_MAPPING, RANK4_IMAGE_MAPPING); the model's version is the
+  lowest that has every layer and feature used. ``target``/``spec_version`` set a device floor: a
+  model that would need a later version is refused with every layer that needs it.
+- The description keeps the source's features (names, images with their colour space, flexible
+  shapes, doc strings, metadata); image preprocessing that a frontend wrote as ops at an image
+  input (scale, per-channel bias) becomes the network's ``NeuralNetworkImageScaler`` again.
+- Weights are written as their arrays hold them: fp16 as ``float16Value``, the rest as fp32
+  ``floatValue``; large ones are spliced into the file from the arrays (never copied twice).
+  Compressed weights (constexpr_* ops) are expanded.
+- Every op without a NeuralNetwork form is listed in one `UnsupportedError`.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from ...errors import ConverterError, FormatError, UnsupportedError
+from ...formats.model_file import write_mlmodel
+from ...formats.proto import Model_pb2, NeuralNetwork_pb2
+from ...ir.clone import clone_program
+from ...ir.core import Program
+from ...ir.types import StateType
+from ..features import describe_feature, recorded_metadata
+from .emitter import ModelState, NetworkEmitter
+from .network import lower_function, set_class_labels
+from .versions import ND_VERSION, target_version
+
+
+def prepare_program(program: Program) -> Program:
+    """A copy of ``program`` with its compressed weights expanded and its constants folded."""
+    from ...api import optimize
+    from ...passes.canonicalize import Canonicalize
+    from ...passes.dce import DeadCodeElimination
+    from ...passes.fold_constants import FoldConstants
+
+    prog = clone_program(program)[0]
+    optimize(prog, [FoldConstants(expand_constexpr=True, max_bytes=1 << 31), Canonicalize(), DeadCodeElimination()])
+    return prog
+
+
+def program_to_model(program: Program, *, target: str | None = None, spec_version: int | None = None,
+                     source: str | None = None) -> tuple[Model_pb2.Model, list]:
+    """The Model proto of ``program`` as a NeuralNetwork, and the weight payloads to splice into it
+    when writing (see `NetworkEmitter.weights`)."""
+    floor = target_version(target, spec_version)
+    if floor is not None and floor < ND_VERSION:
+        raise UnsupportedError(f"NeuralNetwork models for specification version {floor} (legacy rank-5 layers) are "
+                               f"not written yet; the lowest version this backend writes is {ND_VERSION} (iOS13)",
+                               file=source)
+    prog = prepare_program(program)
+    if len(prog.functions) > 1:
+        raise UnsupportedError(f"the program has {len(prog.functions)} functions; a NeuralNetwork model has one "
+                               f"(convert one function at a time)", file=source)
+    fn = prog.main
+    if any(isinstance(v.type, StateType) for v in fn.inputs):
+        raise UnsupportedError("the program has state inputs (iOS18); NeuralNetwork models have no state", file=source)
+    model = Model_pb2.Model()
+    is_classifier = any(op.type == "classify" for op in fn.block.ops)
+    network = model.neuralNetworkClassifier if is_classifier else model.neuralNetwork
+    network.arrayInputShapeMapping = NeuralNetwork_pb2.EXACT_ARRAY_MAPPING
+    network.imageInputShapeMapping = NeuralNetwork_pb2.RANK4_IMAGE_MAPPING
+    state = ModelState()
+    state.need(ND_VERSION, "N-dimensional array semantics (EXACT_ARRAY_MAPPING)")
+    lowered = lower_function(fn, NetworkEmitter(network, state), network)
+    if lowered.problems:
+        count = f"{len(lowered.problems)} ops have" if len(lowered.problems) > 1 else "1 op has"
+        raise UnsupportedError(f"{count} no NeuralNetwork form: " + "; ".join(lowered.problems), file=source)
+    d = model.description
+    recorded_metadata(prog, d)
+    need = state.spec_version
+    for v in fn.inputs:
+        need = max(need, describe_feature(fn.input_info.get(v.name), v.name, v.type, d.input.add()))
+    for v in fn.outputs:
+        need = max(need, describe_feature(fn.output_info.get(v.name), v.name, v.type, d.output.add()))
+    c = lowered.classifier
+    if c is not None:
+        set_class_labels(network, c.labels)
+        network.labelProbabilityLayerName = c.probabilities
+        if c.label_output:
+            d.predictedFeatureName = c.label_output
+        if c.probability_output:
+            d.predictedProbabilitiesName = c.probability_output
+    if floor is not None and need > floor:
+        reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
+                   for why in whys]
+        raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
+                               + "; ".join(reasons), file=source)
+    model.specificationVersion = need
+    model.isUpdatable = False
+    return model, state.payloads
+
+
+def save_neuralnetwork(program: Program, path: str | os.PathLike, *, target: str | None = None,
+                       spec_version: int | None = None, durable: bool = False, overwrite: bool = True,
+                       source: str | None = None) -> Path:
+    """Write ``program`` as a NeuralNetwork ``.mlmodel`` at ``path``, atomically (see the module
+    docstring; ``converter.save`` decides whether ``path`` may be replaced)."""
+    path = Path(path)
+    try:
+        model, payloads = program_to_model(program, target=target, spec_version=spec_version, source=source)
+        extra = {"payloads": payloads} if payloads else {}
+        write_mlmodel(path, model, durable=durable, overwrite=overwrite, **extra)
+        return path
+    except ConverterError as e:
+        e.with_location(file=str(path))
+        raise
+    except OSError as e:
+        raise FormatError(f"cannot write: {e.strerror or e}", file=str(path)) from None
+
+
+__all__ = ["prepare_program", "program_to_model", "save_neuralnetwork"]

@@ -1,0 +1,18 @@
+"""Lowerings of IR ops to NeuralNetwork layers, one module per op family."""
+
+from __future__ import annotations
+
+from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, neuralnetwork_entry, unsupported
+
+_FAMILIES = ("elementwise", "activation")
+
+
+def load_all() -> None:
+    """Import every family module (each registers its lowerings on import)."""
+    import importlib
+
+    for name in _FAMILIES:
+        importlib.import_module(f"{__name__}.{name}")
+
+
+__all__ = ["LOWERINGS", "UNSUPPORTED", "Lowering", "load_all", "lowering", "neuralnetwork_entry", "unsupported"]

@@ -1,0 +1,63 @@
+"""The lowering table: IR op type -> a function appending NeuralNetwork layers.
+
+Each lowering is registered with how it maps (``direct``: one layer; ``decomposed``: several) and,
+where an IR op has no NeuralNetwork form at all, `UNSUPPORTED` says why. `converter ops --json`
+shows both (`neuralnetwork_entry`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from ....ir.core import Op
+from ..emitter import NetworkEmitter
+
+LowerFn = Callable[[NetworkEmitter, Op], None]
+
+
+@dataclass(frozen=True)
+class Lowering:
+    op_type: str
+    kind: str  # "direct" | "decomposed"
+    fn: LowerFn
+    note: str = ""
+
+
+LOWERINGS: dict[str, Lowering] = {}
+
+#: IR op types with no NeuralNetwork form, and why (ops handled before lowering, such as ``const``, are absent)
+UNSUPPORTED: dict[str, str] = {}
+
+
+def lowering(*op_types: str, kind: str = "direct", note: str = "") -> Callable[[LowerFn], LowerFn]:
+    def register(fn: LowerFn) -> LowerFn:
+        for t in op_types:
+            if t in LOWERINGS:
+                raise ValueError(f"two NeuralNetwork lowerings for {t}")
+            LOWERINGS[t] = Lowering(t, kind, fn, note)
+        return fn
+    return register
+
+
+def unsupported(reason: str, *op_types: str) -> None:
+    for t in op_types:
+        UNSUPPORTED[t] = reason
+
+
+def neuralnetwork_entry(op_type: str) -> dict[str, str]:
+    """The ``neuralnetwork`` entry of `converter ops --json` for ``op_type``."""
+    from . import load_all
+
+    load_all()
+    if op_type == "const":
+        return {"status": "direct", "how": "layer parameters, or loadConstantND where a layer reads it as a tensor"}
+    if op_type == "classify":
+        return {"status": "direct", "how": "NeuralNetworkClassifier (class labels and the probability blob)"}
+    low = LOWERINGS.get(op_type)
+    if low is not None:
+        entry = {"status": low.kind}
+        if low.note:
+            entry["note"] = low.note
+        return entry
+    return {"status": "unsupported", "reason": UNSUPPORTED.get(op_type, "no NeuralNetwork lowering yet")}

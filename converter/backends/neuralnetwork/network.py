@@ -1,0 +1,198 @@
+"""An IR function -> the layers of a NeuralNetwork, with its image preprocessing and classifier.
+
+`lower_block` walks a block's ops through the lowering table; an op that cannot be lowered is
+recorded (all of them are reported in one `UnsupportedError`) and its results get placeholder blobs,
+so the ops after it are still checked. Nested blocks (cond, while_loop) are lowered by their
+lowerings through `lower_block` with a child emitter.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from ...errors import LoweringError
+from ...formats import description as desc
+from ...formats.proto import NeuralNetwork_pb2
+from ...ir.core import Block, FeatureInfo, Function, Op, Value
+from ...ir.runtime import ListValue
+from ...ir.types import DictType, TensorType
+from .emitter import NetworkEmitter
+from .lowering import LOWERINGS, UNSUPPORTED, load_all
+
+
+@dataclass
+class Classifier:
+    """A ``classify`` op: the blob of class probabilities, the labels, and the outputs it feeds."""
+
+    probabilities: str
+    labels: list[Any]
+    label_output: str | None
+    probability_output: str | None
+
+
+@dataclass
+class LoweredNetwork:
+    classifier: Classifier | None = None
+    problems: list[str] = field(default_factory=list)
+
+
+def lower_block(e: NetworkEmitter, block: Block, problems: list[str], skip: frozenset[Op] = frozenset()) -> None:
+    """Append the layers of ``block``'s ops (but ``skip``); what cannot be lowered goes to ``problems``."""
+    load_all()
+    for op in block.ops:
+        if op.type == "const" or op in skip:
+            continue
+        low = LOWERINGS.get(op.type)
+        try:
+            if low is None:
+                raise LoweringError(UNSUPPORTED.get(op.type, "no NeuralNetwork lowering"))
+            low.fn(e, op)
+        except LoweringError as err:
+            problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
+            for v in op.outputs:  # placeholders: the ops reading them are still checked
+                if e.lookup(v) is None:
+                    e.bind(v, v.name)
+
+
+def lower_function(fn: Function, e: NetworkEmitter, network: Any) -> LoweredNetwork:
+    """The layers of ``fn`` (its main block) in ``network``; the model's inputs and outputs are
+    blobs named after the features."""
+    out = LoweredNetwork()
+    names = [v.name for v in fn.inputs] + [v.name for v in fn.outputs]
+    e.reserve(names)
+    for v in fn.inputs:
+        e.bind(v, v.name)
+    for v in fn.outputs:
+        if v.producer is not None and not v.is_block_input:
+            e.state.preassigned.setdefault(v, v.name)
+    skip = set(_image_preprocessing(fn, e, network))
+    classify = [op for op in fn.block.ops if op.type == "classify"]
+    if len(classify) > 1:
+        out.problems.append(f"{len(classify)} classify ops: a NeuralNetworkClassifier has one set of class labels")
+    skip.update(classify)
+    lower_block(e, fn.block, out.problems, frozenset(skip))
+    if len(classify) == 1:
+        try:
+            out.classifier = _classifier(e, classify[0], fn)
+        except LoweringError as err:
+            out.problems.append(f"classify '{classify[0].name}': {err}")
+    classifier_outputs = set(classify[0].outputs) if len(classify) == 1 else set()
+    for v in fn.outputs:
+        if v in classifier_outputs:
+            continue
+        if isinstance(v.type, DictType):
+            out.problems.append(f"output '{v.name}' is a dictionary, which only a classifier's probabilities can be")
+            continue
+        try:
+            blob = e.blob(v)
+        except LoweringError:
+            continue  # its producer was reported
+        if blob != v.name:  # a model input, or a value another output already holds
+            e.layer("activation", f"{v.name}_copy", [blob], [v.name]).linear.alpha = 1.0
+    return out
+
+
+def _classifier(e: NetworkEmitter, op: Op, fn: Function) -> Classifier:
+    labels = e.const(op.inputs["classes"])
+    if labels is None:
+        raise LoweringError("the class labels must be constants")
+    probs = e.blob(op.inputs["probabilities"])
+    outs = {v for v in fn.outputs}
+    label, prob = op.outputs
+    items = labels.items if isinstance(labels, ListValue) else list(np.asarray(labels).reshape(-1))
+    return Classifier(probs, list(items),
+                      label.name if label in outs else None, prob.name if prob in outs else None)
+
+
+def set_class_labels(network: Any, labels: list[Any]) -> None:
+    """String or int64 class labels of a NeuralNetworkClassifier."""
+    values = [np.asarray(x).item() for x in labels]
+    if all(isinstance(x, (int, np.integer)) and not isinstance(x, bool) for x in values):
+        network.int64ClassLabels.vector.extend(int(x) for x in values)
+    else:
+        network.stringClassLabels.vector.extend(x.decode() if isinstance(x, bytes) else str(x) for x in values)
+
+
+# ---------------------------------------------------------------------------------------------
+# Image preprocessing: the ops a frontend wrote for NeuralNetworkImageScaler / mean image
+
+
+def _image_preprocessing(fn: Function, e: NetworkEmitter, network: Any) -> list[Op]:
+    """Ops at the start of an image input that Core ML's image preprocessing does (scale, then a
+    per-channel bias; or a mean image subtracted): written as the network's preprocessing entries
+    and skipped; the last one's result reads the image blob (Core ML preprocesses an image input
+    before any layer reads it)."""
+    skipped: list[Op] = []
+    for v in fn.inputs:
+        info = fn.input_info.get(v.name)
+        ft = desc.feature_from_bytes(info.feature_type) if isinstance(info, FeatureInfo) else None
+        if ft is None or desc.feature_kind(ft) != "imageType" or not isinstance(v.type, TensorType):
+            continue
+        ops, entry = _scaler(e, v, ft)
+        if entry is None:
+            continue
+        pre = network.preprocessing.add()
+        pre.featureName = v.name
+        pre.CopyFrom(entry)
+        pre.featureName = v.name
+        skipped.extend(ops)
+        e.bind(ops[-1].outputs[0], v.name)
+    return skipped
+
+
+def _only_use(v: Value, op_type: str) -> Op | None:
+    if len(v.uses) != 1 or any(o is v for o in _outputs_of(v)):
+        return None
+    op = v.uses[0].op
+    return op if op.type == op_type and op.block is not None and op.block.function is not None else None
+
+
+def _outputs_of(v: Value) -> list[Value]:
+    block = v.producer.block if v.producer is not None else None
+    fn = block.function if block is not None else None
+    return list(fn.outputs) if fn is not None else []
+
+
+def _other(op: Op, v: Value) -> Value | None:
+    x, y = op.inputs.get("x"), op.inputs.get("y")
+    return y if x is v else x if y is v else None
+
+
+def _scaler(e: NetworkEmitter, v: Value, ft: Any) -> tuple[list[Op], Any]:
+    """(ops, NeuralNetworkPreprocessing) for ``mul(v, scale)`` and/or ``add(., bias[1, C, 1, 1])``
+    right at image input ``v``; (_, None) when the input does not start that way."""
+    channels = desc.image_channels(ft)
+    ops: list[Op] = []
+    cur = v
+    scale = 1.0
+    mul = _only_use(cur, "mul")
+    if mul is not None:
+        s = e.const(_other(mul, cur))
+        if s is not None and np.asarray(s).size == 1:
+            scale = float(np.asarray(s).reshape(()))
+            ops.append(mul)
+            cur = mul.outputs[0]
+    bias = np.zeros(channels, np.float32)
+    add = _only_use(cur, "add")
+    if add is not None:
+        b = e.const(_other(add, cur))
+        arr = np.asarray(b) if b is not None else None
+        if arr is not None and (arr.size == 1 or arr.shape in ((1, channels, 1, 1), (channels, 1, 1))):
+            bias = np.broadcast_to(arr.reshape(-1), (channels,)).astype(np.float32)
+            ops.append(add)
+            cur = add.outputs[0]
+    if not ops or cur.type != v.type:
+        return [], None
+    entry = NeuralNetwork_pb2.NeuralNetworkPreprocessing()
+    s = entry.scaler
+    s.channelScale = scale
+    if channels == 1:
+        s.grayBias = float(bias[0])
+    elif ft.imageType.colorSpace == desc.IMAGE.BGR:
+        s.blueBias, s.greenBias, s.redBias = (float(x) for x in bias)
+    else:
+        s.redBias, s.greenBias, s.blueBias = (float(x) for x in bias)
+    return ops, entry

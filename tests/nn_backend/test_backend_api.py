@@ -1,0 +1,85 @@
+"""The NeuralNetwork backend's entry points: convert/save to a .mlmodel, the CLI, version choice,
+errors. Values are checked by reading the written model back with the NeuralNetwork frontend and
+running it against numpy formulas written here from the ops' definitions."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+import converter
+from converter.errors import UnsupportedError
+from converter.formats.model_file import read_model_file
+from converter.ir.builder import new_program
+from converter.ir.types import TensorType, fp32
+
+
+def _program():
+    def body(b, x):
+        y = b.add(x=b.mul(x=x, y=np.float32(2)), y=np.arange(4, dtype=np.float32))
+        return [b.relu(x=y, name="out"), b.scaled_tanh(x=x, alpha=np.float32(2), beta=np.float32(0.5), name="st")]
+
+    return new_program([("x", TensorType(fp32, (3, 4)))], body)
+
+
+def _layers(path: Path) -> list[str]:
+    return [layer.WhichOneof("layer") for layer in read_model_file(path).model.neuralNetwork.layers]
+
+
+def test_convert_writes_a_neuralnetwork_model_that_computes_the_program(tmp_path: Path) -> None:
+    out = tmp_path / "m.mlmodel"
+    converter.convert(_program(), to="neuralnetwork", out=out)
+    model = read_model_file(out).model
+    assert model.WhichOneof("Type") == "neuralNetwork"
+    assert model.specificationVersion == 4  # ND layers and array mapping: iOS13
+    assert [f.name for f in model.description.input] == ["x"]
+    assert [f.name for f in model.description.output] == ["out", "st"]
+    x = np.random.default_rng(0).standard_normal((3, 4)).astype(np.float32)
+    got = converter.run(converter.load(out), {"x": x})
+    np.testing.assert_allclose(got["out"], np.maximum(2 * x + np.arange(4), 0), rtol=1e-6, atol=1e-6)
+    # scaled_tanh(alpha=2, beta=0.5) = 2 tanh(0.5 x): alpha and beta swapped would give 0.5 tanh(2 x)
+    np.testing.assert_allclose(got["st"], 2 * np.tanh(0.5 * x), rtol=1e-6, atol=1e-6)
+
+
+def test_the_cli_writes_a_neuralnetwork_model(tmp_path: Path) -> None:
+    from cli import main
+
+    src = converter.save(_program(), tmp_path / "src.mlpackage")
+    out = tmp_path / "out.mlmodel"
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(out), "--to", "neuralnetwork"])
+    assert result.exit_code == 0, result.output
+    assert "activation" in _layers(out)
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "b.mlmodel"), "--to",
+                                       "neuralnetwork", "--target", "iOS16"])
+    assert result.exit_code != 0 and "iOS11, iOS11.2, iOS12, iOS13, iOS14" in result.output
+    result = CliRunner().invoke(main, ["convert", str(src), "-o", str(tmp_path / "c.mlpackage"), "--to",
+                                       "neuralnetwork"])
+    assert result.exit_code != 0 and ".mlmodel" in result.output
+
+
+def test_every_op_without_a_form_is_listed_and_nothing_is_written(tmp_path: Path,
+                                                                   monkeypatch: pytest.MonkeyPatch) -> None:
+    from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
+
+    load_all()
+    monkeypatch.delitem(LOWERINGS, "relu")
+    monkeypatch.delitem(LOWERINGS, "scaled_tanh")
+    out = tmp_path / "bad.mlmodel"
+    with pytest.raises(UnsupportedError) as info:
+        converter.convert(_program(), to="neuralnetwork", out=out, passes="none")
+    message = str(info.value)
+    assert "2 ops have no NeuralNetwork form" in message
+    assert "relu 'out'" in message and "scaled_tanh 'st'" in message
+    assert not out.exists() and list(tmp_path.iterdir()) == []
+
+
+def test_a_version_floor_below_the_layers_is_refused_with_the_reasons(tmp_path: Path) -> None:
+    with pytest.raises(UnsupportedError, match="not written yet"):
+        converter.convert(_program(), to="neuralnetwork", out=tmp_path / "a.mlmodel", target="iOS12")
+    converter.convert(_program(), to="neuralnetwork", out=tmp_path / "b.mlmodel", target="iOS13")
+    assert read_model_file(tmp_path / "b.mlmodel").model.specificationVersion == 4
+    with pytest.raises(UnsupportedError, match="iOS11"):
+        converter.convert(_program(), to="neuralnetwork", out=tmp_path / "c.mlmodel", target="iOS9")
