@@ -5,22 +5,24 @@ from __future__ import annotations
 import math
 import mmap
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 import numpy as np
 from google.protobuf.message import DecodeError
 
-from ..errors import FormatError
+from ..errors import FormatError, UnsupportedError
 from ..ir.types import TensorType, is_static_shape
 from ..limits import MAX_MODEL_FILE_BYTES, shape_problem
-from .atomic import atomic_write_bytes
+from .atomic import atomic_write_bytes, atomic_write_segments
 from .blob import BlobReader
 from .files import open_regular
 from .package import MLPackage, is_mlpackage, read_package
 from .proto import Model_pb2, NeuralNetwork_pb2
 from .protowire import WireError, split_payloads
+from .protowire_join import joined_segments
 
 
 @dataclass
@@ -141,8 +143,19 @@ def read_model_file(path: str | os.PathLike) -> ModelFile:
         raise FormatError(f"cannot read: {e.strerror or e}", file=str(e.filename or p)) from None
 
 
-def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *, durable: bool = False,
-                  overwrite: bool = True) -> None:
+def write_mlmodel(path: str | os.PathLike, model: Model_pb2.Model, *,
+                  payloads: Sequence[tuple[int, Any]] = (), durable: bool = False, overwrite: bool = True) -> None:
     """Write a bare ``.mlmodel`` atomically (fsynced too when ``durable``; replacing an existing
-    file only when ``overwrite``)."""
-    atomic_write_bytes(Path(path), model.SerializeToString(), durable=durable, overwrite=overwrite)
+    file only when ``overwrite``). ``payloads``: (field number, buffer) that the markers left in
+    ``model`` (`protowire_join.mark_payload`) stand for; each buffer is written from where it is,
+    never copied (see protowire_join)."""
+    skeleton = model.SerializeToString()
+    if not payloads:
+        atomic_write_bytes(Path(path), skeleton, durable=durable, overwrite=overwrite)
+        return
+    total, segments = joined_segments(skeleton, Model_pb2.Model.DESCRIPTOR, payloads)
+    if total > MAX_MODEL_FILE_BYTES:  # protobuf (and so Core ML) reads messages of at most 2 GiB
+        raise UnsupportedError(f"the model would be {total} bytes; a .mlmodel holds at most {MAX_MODEL_FILE_BYTES}",
+                               file=str(path))
+    del skeleton  # the segments hold what they need of it
+    atomic_write_segments(Path(path), segments, durable=durable, overwrite=overwrite)
