@@ -104,8 +104,7 @@ def save_neuralnetwork(program: Program, path: str | os.PathLike, *, target: str
     path = Path(path)
     try:
         model, payloads = program_to_model(program, target=target, spec_version=spec_version, source=source)
-        extra = {"payloads": payloads} if payloads else {}
-        write_mlmodel(path, model, durable=durable, overwrite=overwrite, **extra)
+        write_mlmodel(path, model, payloads=payloads, durable=durable, overwrite=overwrite)
         return path
     except ConverterError as e:
         e.with_location(file=str(path))

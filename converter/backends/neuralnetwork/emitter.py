@@ -21,16 +21,12 @@ import numpy as np
 from google.protobuf.message import Message
 
 from ...errors import LoweringError
+from ...formats.protowire_join import mark_payload
 from ...ir.consteval import compile_time_value
 from ...ir.core import Op, Value
 from ...ir.opdef import InferArgs
 from ...ir.types import TensorType, is_static_dim
 from .versions import layer_version
-
-try:  # the writer side of formats/protowire (being merged)
-    from ...formats.protowire_join import mark_payload as _mark_payload
-except ImportError:  # pragma: no cover
-    _mark_payload = None
 
 #: weights at least this large are spliced into the file from their arrays (smaller ones are set
 #: in the message: the framing would cost more than the copy)
@@ -193,8 +189,8 @@ class NetworkEmitter:
         else:
             data = np.ascontiguousarray(arr.astype("<f4", copy=False))
             number = FLOAT_VALUE
-        if data.nbytes >= PAYLOAD_MIN_BYTES and _mark_payload is not None:
-            _mark_payload(wp, len(self.state.payloads))
+        if data.nbytes >= PAYLOAD_MIN_BYTES:
+            mark_payload(wp, len(self.state.payloads))
             self.state.payloads.append((number, data.reshape(-1)))
         elif number == FLOAT16_VALUE:
             wp.float16Value = data.tobytes()
