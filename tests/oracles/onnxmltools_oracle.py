@@ -199,7 +199,9 @@ def to_onnx(model_bytes: bytes) -> Any:
 # -- running ---------------------------------------------------------------------------------------
 
 
-def _session(onnx_model: Any) -> Any:
+def session(onnx_model: Any) -> Any:
+    """An onnxruntime CPU session of ``onnx_model`` (raises what onnxruntime raises when it rejects
+    the model: made apart from `run` so that a caller can tell a rejected model from a failed run)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -251,9 +253,10 @@ def _fit(x: np.ndarray, shape: list[Any]) -> np.ndarray:
     return _fit_rank(x, len(shape))
 
 
-def run(onnx_model: Any, feeds: Mapping[str, Any]) -> dict[str, Any]:
-    """onnxruntime's outputs (in ONNX form) on Core ML-form ``feeds`` (see module docstring)."""
-    sess = _session(onnx_model)
+def run(onnx_model: Any, feeds: Mapping[str, Any], sess: Any = None) -> dict[str, Any]:
+    """onnxruntime's outputs (in ONNX form) on Core ML-form ``feeds`` (see module docstring), in
+    ``sess`` (a `session` of ``onnx_model``) when given."""
+    sess = session(onnx_model) if sess is None else sess
     pixel_format = {p.key: p.value for p in onnx_model.metadata_props}.get("Image.BitmapPixelFormat", "Rgb8")
     images = {i.name for i in onnx_model.graph.input if i.type.denotation == "IMAGE"}
     args = {i.name: i for i in [*sess.get_inputs(), *sess.get_overridable_initializers()]}
