@@ -1,8 +1,10 @@
 """The NeuralNetwork backend's oracle harness (oracles.py) against known answers, ~5 s:
 
-- `onnxruntime_run` on a model built with coremltools' NeuralNetworkBuilder (innerProduct +
-  sigmoid) equals the formula sigmoid(W x + b) written here; a model onnxmltools cannot convert
-  (a rank-N clip layer) is reported as `Unavailable`, not raised;
+- `onnxruntime_run` on models built with coremltools' NeuralNetworkBuilder equals formulas written
+  here: innerProduct + sigmoid, sigmoid(W x + b); a 1x1 convolution behind a rank-4 input, and an
+  innerProduct behind reshapeStatic (the two regressions of harness fixes 9 and 10, both met on
+  coremltools' own NeuralNetwork form of ResNets); a model onnxmltools cannot convert (a rank-N
+  clip layer) is reported as `Unavailable`, not raised;
 - `coremltools_nn` on a conv + relu + softmax program (coremltools' MIL builder, and the same
   network as one of our IR programs, given as a program and as a saved .mlpackage) writes a
   NeuralNetwork .mlmodel that our frontend reads and whose interpreter output equals the formula
@@ -96,6 +98,35 @@ def test_onnxruntime_run_equals_the_formula(tmp_path: Path) -> None:
     shaped = onnxruntime_run(path, {"x": x}, like={"y": np.zeros(3, np.float32)})
     assert shaped["y"].shape == (3,) and shaped["y"].oracle == "onnxruntime"
     check_close(shaped["y"], want, rtol=1e-6, atol=1e-6)
+
+
+def test_onnxruntime_run_feeds_a_rank4_input(tmp_path: Path) -> None:
+    """Regression (harness fix 10): onnxmltools declared a [1, C, H, W] input as [N, 1, 1, 1]; the
+    conv behind it then failed in onnxruntime."""
+    w = RNG.standard_normal((2, 3, 1, 1)).astype(np.float32)
+    nn = builder({"x": (1, 3, 4, 4)})
+    nn.add_convolution("conv", 3, 2, 1, 1, 1, 1, "valid", 1, w.transpose(2, 3, 1, 0), None, False,
+                       input_name="x", output_name="y")  # the builder takes weights as [H, W, C_in, C_out]
+    path = tmp_path / "conv.mlmodel"
+    path.write_bytes(nn.spec.SerializeToString())
+    x = RNG.standard_normal((1, 3, 4, 4)).astype(np.float32)
+    got = onnxruntime_run(path, {"x": x})
+    assert not isinstance(got, Unavailable), got
+    check_close(got["y"], np.einsum("oc,nchw->nohw", w[:, :, 0, 0].astype(np.float64), x), rtol=1e-6, atol=1e-6)
+
+
+def test_onnxruntime_run_takes_an_inner_product_after_a_rank_n_layer(tmp_path: Path) -> None:
+    """Regression (harness fix 9): reshapeStatic to [1, C] then innerProduct (what coremltools writes
+    before a classifier) became a Gemm on a rank-3 input, which onnxruntime rejected."""
+    nn = builder({"x": (2, 2)}, nd=True)
+    nn.add_reshape_static("flat", "x", "z", [1, 4])
+    nn.add_inner_product("fc", W_FC, B_FC, 4, 3, True, "z", "y")
+    path = tmp_path / "fc.mlmodel"
+    path.write_bytes(nn.spec.SerializeToString())
+    x = RNG.standard_normal((2, 2)).astype(np.float32)
+    got = onnxruntime_run(path, {"x": x})
+    assert not isinstance(got, Unavailable), got
+    check_close(got["y"], W_FC.astype(np.float64) @ x.ravel() + B_FC, rtol=1e-6, atol=1e-6, match="size")
 
 
 def test_onnxruntime_run_reports_a_model_it_cannot_convert(tmp_path: Path) -> None:
