@@ -308,12 +308,14 @@ def conversion_worker(tool: str, pkg: Path, profile: bool = False) -> dict[str, 
     return record
 
 
-def run_conversion(tool: str, pkg: Path, repeat: int, timeout: float, profile: bool = False) -> dict[str, Any]:
+def run_conversion(tool: str, pkg: Path, repeat: int, timeout: float, profile: bool = False,
+                   script: Path = Path(__file__)) -> dict[str, Any]:
     """Best of ``repeat`` worker processes (time: lowest; peak: highest); with ``profile``, one more
-    process under cProfile (its times are not used)."""
+    process under cProfile (its times are not used). A worker is ``script --worker TOOL PKG
+    [--profile]`` printing its record as one JSON line (another benchmark's script may serve)."""
     runs = []
     for i in range(repeat + profile):
-        cmd = [sys.executable, __file__, "--worker", tool, str(pkg)] + (["--profile"] if i == repeat else [])
+        cmd = [sys.executable, str(script), "--worker", tool, str(pkg)] + (["--profile"] if i == repeat else [])
         env = dict(os.environ, TQDM_DISABLE="1", PYTHONWARNINGS="ignore")
         try:
             proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, env=env)

@@ -10,7 +10,7 @@ What this harness adds around the two tools, none of which changes what the orac
 - weights: onnxmltools reads ``floatValue`` only. fp16 weights are widened to fp32 here (exact);
   quantized weights are dequantized with coremltools' own utility, and only when some weight is
   quantized (that utility also prints a line per layer: conversion runs with stdout captured);
-- three repairs of onnxmltools' ONNX that onnxruntime rejects, each keeping the meaning:
+- repairs of onnxmltools' ONNX that onnxruntime rejects or cannot be fed, each keeping the meaning:
   fix 6: the bound of a unary THRESHOLD (an ONNX ``Clip``) is a float64 initializer next to a
   float32 input; it came from a float32 proto field, so storing it as float32 is exact.
   fix 7: a BILINEAR upsample becomes ``Resize(mode="bilinear", coordinate_transformation_mode=
@@ -22,6 +22,16 @@ What this harness adds around the two tools, none of which changes what the orac
   and dilations, which onnxruntime does not implement; the explicit pads ONNX defines for it
   (total = max(0, (ceil(in/s) - 1) * s + (k - 1) * d + 1 - in), the odd one at the end for UPPER,
   at the start for LOWER) replace it, from the input size onnx's shape inference gives;
+  fix 9: an innerProduct whose input comes from a rank-N layer (e.g. reshapeStatic to [1, C], as
+  coremltools writes before a classifier) is a ``Gemm`` on a rank-3 input ([-1, 1, C]: onnxmltools
+  prepends a batch axis), which onnxruntime rejects (Gemm takes rank 2). When that input's last
+  axis is the contracted one (size C), a ``Reshape`` to [-1, C] is put before the Gemm: the same
+  elements in the same order, the same products and sums;
+  fix 10: a rank-4 multiarray input (the [1, C, H, W] of every network coremltools converts from
+  an ML program) is declared by onnxmltools with a placeholder shape ([N, 1, 1, 1]: its parser
+  knows ranks 1 and 3 only), so a feed cannot reach it in the right shape. Core ML reads a rank-4
+  input of a classic network as [Batch, C, H, W], ONNX's [N, C, H, W]: the input is declared with
+  the model's own shape (the same elements in the same order);
 - feeds in Core ML form (what ``converter.run`` takes), mapped to the ONNX inputs by element
   order: onnxmltools declares [N, C] for a [C] array (a [Seq, 1, C, 1, 1] sequence becomes
   N = Seq), [N, C, H, W] for [C, H, W], and an image as a float [N, C, H, W] tensor of raw 0-255
@@ -181,6 +191,46 @@ def _repair_dilated_same_conv(model: Any) -> None:
         node.attribute.extend([*kept, helper.make_attribute("pads", begin + end)])
 
 
+def _repair_gemm_rank(model: Any) -> None:
+    """Fix 9: a ``Gemm`` whose first input has rank > 2 (last axis the contracted one) gets it
+    reshaped to [-1, C]."""
+    import onnx
+    from onnx import helper, numpy_helper
+
+    inits = {t.name: t for t in model.graph.initializer}
+    gemms = [n for n in model.graph.node if n.op_type == "Gemm" and not _attribute(n, "transA")
+             and n.input[1] in inits]
+    if not gemms:
+        return
+    inferred = onnx.shape_inference.infer_shapes(model)
+    shapes = {v.name: [d.dim_value if d.HasField("dim_value") else None for d in v.type.tensor_type.shape.dim]
+              for v in [*inferred.graph.input, *inferred.graph.value_info]}
+    for node in gemms:
+        shape = shapes.get(node.input[0])
+        weights = inits[node.input[1]]
+        contracted = weights.dims[1] if _attribute(node, "transB") else weights.dims[0]
+        if shape is None or len(shape) <= 2 or shape[-1] != contracted:
+            continue
+        target = f"{node.name or node.output[0]}_fix9_shape"
+        flat = f"{node.input[0]}_fix9_flat"
+        model.graph.initializer.append(numpy_helper.from_array(np.array([-1, contracted], np.int64), target))
+        index = list(model.graph.node).index(node)
+        model.graph.node.insert(index, helper.make_node("Reshape", [node.input[0], target], [flat]))
+        node.input[0] = flat
+
+
+def _declare_rank4_inputs(model: Any, spec: Any) -> None:
+    """Fix 10: the ONNX inputs of rank-4 multiarray inputs get the model's own [B, C, H, W] shape."""
+    rank4 = {f.name: list(f.type.multiArrayType.shape) for f in spec.description.input
+             if f.type.WhichOneof("Type") == "multiArrayType" and len(f.type.multiArrayType.shape) == 4}
+    for value in model.graph.input:
+        dims = value.type.tensor_type.shape.dim
+        if value.name in rank4 and len(dims) == 4:
+            for dim, size in zip(dims, rank4[value.name]):
+                dim.Clear()
+                dim.dim_value = size
+
+
 def to_onnx(model_bytes: bytes) -> Any:
     """ONNX model of a Core ML model (given as serialized bytes), or raise what onnxmltools raises."""
     from coremltools.proto import Model_pb2
@@ -190,16 +240,20 @@ def to_onnx(model_bytes: bytes) -> Any:
     with contextlib.redirect_stdout(io.StringIO()):
         _densify(spec)
         model = _onnxmltools().convert_coreml(spec, target_opset=13)
+    _declare_rank4_inputs(model, spec)  # first: the repairs below read shapes inferred from the inputs
     _repair_clip_bounds(model)
     _repair_bilinear_upsample(model, spec)
     _repair_dilated_same_conv(model)
+    _repair_gemm_rank(model)
     return model
 
 
 # -- running ---------------------------------------------------------------------------------------
 
 
-def _session(onnx_model: Any) -> Any:
+def session(onnx_model: Any) -> Any:
+    """An onnxruntime CPU session of ``onnx_model`` (raises what onnxruntime raises when it rejects
+    the model: made apart from `run` so that a caller can tell a rejected model from a failed run)."""
     import onnxruntime as ort
 
     so = ort.SessionOptions()
@@ -251,9 +305,10 @@ def _fit(x: np.ndarray, shape: list[Any]) -> np.ndarray:
     return _fit_rank(x, len(shape))
 
 
-def run(onnx_model: Any, feeds: Mapping[str, Any]) -> dict[str, Any]:
-    """onnxruntime's outputs (in ONNX form) on Core ML-form ``feeds`` (see module docstring)."""
-    sess = _session(onnx_model)
+def run(onnx_model: Any, feeds: Mapping[str, Any], sess: Any = None) -> dict[str, Any]:
+    """onnxruntime's outputs (in ONNX form) on Core ML-form ``feeds`` (see module docstring), in
+    ``sess`` (a `session` of ``onnx_model``) when given."""
+    sess = session(onnx_model) if sess is None else sess
     pixel_format = {p.key: p.value for p in onnx_model.metadata_props}.get("Image.BitmapPixelFormat", "Rgb8")
     images = {i.name for i in onnx_model.graph.input if i.type.denotation == "IMAGE"}
     args = {i.name: i for i in [*sess.get_inputs(), *sess.get_overridable_initializers()]}
