@@ -325,13 +325,13 @@ def test_cast_to_bool_is_not_equal_to_zero(tmp_path: Path) -> None:
 
 def test_casts_that_keep_values_have_no_layer(tmp_path: Path) -> None:
     """fp32 -> fp16 -> fp32 and int32 -> fp32 are the same fp32 blob (values chosen exact in fp16:
-    the fp16 rounding of a cast is not reproduced, blobs are fp32), identity too."""
+    the fp16 rounding of a cast is not reproduced, blobs are fp32)."""
     x_in = np.array([[-1.5, 0.25, 3.0]], f32)
     xi = np.array([[-3, 0, 7]], np.int32)
 
     def body(b, x, i):
         h = b.relu(x=b.cast(x=x, dtype="fp16"))
-        return [b.cast(x=b.identity(x=h), dtype="fp32", name="out"), b.cast(x=i, dtype="fp32", name="as_float"),
+        return [b.cast(x=h, dtype="fp32", name="out"), b.cast(x=i, dtype="fp32", name="as_float"),
                 b.cast(x=b.cast(x=i, dtype="int32"), dtype="fp32", name="same")]
 
     got, kinds = _run(tmp_path, {"x": x_in, "i": xi}, body)
@@ -341,6 +341,14 @@ def test_casts_that_keep_values_have_no_layer(tmp_path: Path) -> None:
     # relu, and three copies into the outputs: relu's blob into "out" (named after the fp16 value), and i
     # into "as_float" and "same"
     assert kinds == Counter({"activation": 1 + 3})
+
+
+def test_identity_of_an_input_is_the_input(tmp_path: Path) -> None:
+    """The identity ops that survive preparation (an input passed to an output): no layer of its own,
+    the output gets the copy every output holding another blob gets."""
+    got, kinds = _run(tmp_path, {"x": X}, lambda b, x: b.identity(x=x, name="out"))
+    np.testing.assert_array_equal(got["out"], X)
+    assert kinds == COPY
 
 
 # ---------------------------------------------------------------------------------------------
