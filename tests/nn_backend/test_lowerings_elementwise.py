@@ -285,14 +285,19 @@ def test_clip_with_bounds_crossed_gives_the_upper_bound(tmp_path: Path) -> None:
 # ---------------------------------------------------------------------------------------------
 # cast and identity
 
-CAST_X = np.array([[-2.7, -0.5, 0.0, 0.5, 2.7, 3e9, -np.inf, np.inf, np.nan, 254.9, -200.0, 300.0]], f32)
+# chosen values, then 2000 random fp32 bit patterns (every exponent: denormals, huge values, NaNs, infinities)
+CAST_X = np.concatenate([
+    np.array([-2.7, -0.5, 0.0, 0.5, 2.7, 3e9, -np.inf, np.inf, np.nan, 254.9, -200.0, 300.0, 65535.5, -32768.9], f32),
+    np.random.default_rng(7).integers(0, 1 << 32, 2000, dtype=np.uint64).astype(np.uint32).view(f32),
+]).reshape(1, -1)
 
 
 @pytest.mark.parametrize("dtype, opset", [("int32", "iOS15"), ("int8", "iOS17"), ("uint8", "iOS17"),
                                           ("int16", "iOS17"), ("uint16", "iOS17")])
 def test_cast_float_to_int_truncates_saturates_and_maps_nan_to_zero(tmp_path: Path, dtype: str, opset: str) -> None:
     info = np.iinfo(dtype)
-    t = np.trunc(np.nan_to_num(CAST_X.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf))
+    with np.errstate(invalid="ignore"):  # signalling NaNs among the random patterns
+        t = np.trunc(np.nan_to_num(CAST_X.astype(np.float64), nan=0.0, posinf=np.inf, neginf=-np.inf))
     want = np.clip(t, info.min, info.max).astype(f32)
 
     def body(b, x):

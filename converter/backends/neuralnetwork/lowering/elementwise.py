@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from ....ir.core import Op, Value
-from ....ir.types import TensorType
+from ....ir.core import Op
+from ....ir.types import DType, TensorType
 from ..emitter import NetworkEmitter
-from ._common import single
+from ._common import single, x_blob
 from .cast import truncate_to_int
 from .registry import lowering
 
@@ -42,8 +42,10 @@ _COMPARE = {"equal": ("equal", "equal"), "not_equal": ("notEqual", "notEqual"), 
             "greater_equal": ("greaterEqual", "lessEqual")}
 
 
-def _is_int(v: Value) -> bool:
-    return isinstance(v.type, TensorType) and v.type.dtype.is_int
+def _int_result(op: Op) -> DType | None:
+    """The integer dtype of ``op``'s result, or None (a float or bool result)."""
+    t = op.outputs[0].type
+    return t.dtype if isinstance(t, TensorType) and t.dtype.is_int else None
 
 
 def _scalar_const(e: NetworkEmitter, op: Op, key: str, other: str) -> float | None:
@@ -72,11 +74,12 @@ def _binary(e: NetworkEmitter, op: Op) -> None:
     x, y = op.inputs["x"], op.inputs["y"]
     sx, sy = _scalar_const(e, op, "x", "y"), _scalar_const(e, op, "y", "x")
     t = op.type
-    if t == "real_div" and _is_int(op.outputs[0]):
+    int_dtype = _int_result(op)
+    if t == "real_div" and int_dtype is not None:
         # the real quotient truncated toward zero (IR real_div on int32), never through 1/y
         quotient = e.fresh(f"{op.name}_quotient")
         e.layer("divideBroadcastable", f"{op.name}_quotient", [e.blob(x), e.blob(y)], [quotient])
-        truncate_to_int(e, quotient, op.outputs[0].type.dtype, op.name, e.define(op.outputs[0]))  # type: ignore[union-attr]
+        truncate_to_int(e, quotient, int_dtype, op.name, e.define(op.outputs[0]))
         return
     if sy is not None and sx is None:
         if t in ("add", "sub"):  # x - y is x + (-y) exactly
@@ -105,8 +108,18 @@ def _binary(e: NetworkEmitter, op: Op) -> None:
     single(e, op, _BROADCASTABLE[t], [e.blob(x), e.blob(y)])
 
 
+_BINARY_NOTES = {
+    "real_div": "divideBroadcastable (multiply when 1/y is exact); int32: the quotient truncated toward zero "
+                "(7 more layers)",
+    "floor_div": "floorDivBroadcastable, read as floor(x / y) (the proto gives no formula); int32 x // 0 is 0 in "
+                 "the IR, inf here",
+    "mod": "modBroadcastable, read as x - floor(x / y) * y (the proto gives no sign rule); int32 x % 0 is 0 in the "
+           "IR, NaN here",
+    "pow": "powBroadcastable; a scalar exponent: unary POWER",
+    "maximum": "maxBroadcastable; a scalar: unary THRESHOLD",
+}
 for _t in _BROADCASTABLE:
-    lowering(_t)(_binary)
+    lowering(_t, note=_BINARY_NOTES.get(_t, ""))(_binary)
 
 
 _UNARY_LAYERS = {
@@ -116,13 +129,16 @@ _UNARY_LAYERS = {
 }
 
 
-@lowering(*_UNARY_LAYERS)
+@lowering(*(t for t in _UNARY_LAYERS if t not in ("round", "exp2")))
+@lowering("round", note="round layer: the proto gives no tie rule (the IR rounds ties to even)")
+@lowering("exp2", note="exp2 layer; int32: the power truncated toward zero (7 more layers)")
 def _unary_layer(e: NetworkEmitter, op: Op) -> None:
-    if op.type == "exp2" and _is_int(op.outputs[0]):
+    int_dtype = _int_result(op)
+    if op.type == "exp2" and int_dtype is not None:
         # int32 exp2: the real power truncated and saturated as cast does (2^-1 -> 0)
         power = e.fresh(f"{op.name}_real")
-        e.layer("exp2", f"{op.name}_real", [e.blob(op.inputs["x"])], [power])
-        truncate_to_int(e, power, op.outputs[0].type.dtype, op.name, e.define(op.outputs[0]))  # type: ignore[union-attr]
+        e.layer("exp2", f"{op.name}_real", [x_blob(e, op)], [power])
+        truncate_to_int(e, power, int_dtype, op.name, e.define(op.outputs[0]))
         return
     single(e, op, _UNARY_LAYERS[op.type])
 
@@ -141,7 +157,8 @@ _UNARY_FUNCTION = {"abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT", "inverse": "I
                    "threshold": "THRESHOLD", "square": "POWER"}
 
 
-@lowering(*_UNARY_FUNCTION)
+@lowering(*(t for t in _UNARY_FUNCTION if t != "log"))
+@lowering("log", note="unary LOG with epsilon as its shift: log(x + epsilon)")
 def _unary_function(e: NetworkEmitter, op: Op) -> None:
     """UnaryFunctionLayerParams: f(scale * x + shift) with ``epsilon`` for RSQRT (1/sqrt(x + eps))
     and INVERSE (1/(x + eps)), ``alpha`` for POWER (x^alpha) and THRESHOLD (max(x, alpha)). The
