@@ -52,6 +52,17 @@ def spec_version(path: Path) -> int:
     return read_model_file(path).model.specificationVersion
 
 
+def with_shape(b: Any, v: Any) -> list:
+    """``v`` and its run-time shape as outputs: the NeuralNetwork frontend returns an output in its
+    declared shape, so a rank mistake inside the network shows only in the shape of the blob."""
+    return [v, b.shape(x=v, name=f"{v.name}_shape")]
+
+
+def same_with_shape(out: dict[str, np.ndarray], name: str, want: np.ndarray) -> None:
+    same(out[name], want)
+    np.testing.assert_array_equal(out[f"{name}_shape"], np.shape(want))
+
+
 def same(got: np.ndarray, want: np.ndarray) -> None:
     np.testing.assert_array_equal(np.asarray(got).reshape(np.shape(want)), want)
     assert np.shape(got) == np.shape(want)
@@ -157,11 +168,12 @@ def test_reshape_like_from_parts_of_two_references(tmp_path: Path) -> None:
 
 def test_flatten2d_axis(tmp_path: Path) -> None:
     x = arr(2, 3, 4)
-    path, out = convert(tmp_path, {"x": x}, lambda b, x: [b.flatten2d(x=x, axis=2, name="a"),
-                                                         b.flatten2d(x=x, axis=-2, name="c")])
-    same(out["a"], x.reshape(6, 4))
-    same(out["c"], x.reshape(2, 12))
-    assert kinds(path) == {"flattenTo2D"}
+    path, out = convert(tmp_path, {"x": x}, lambda b, x: [*with_shape(b, b.flatten2d(x=x, axis=2, name="a")),
+                                                         *with_shape(b, b.flatten2d(x=x, axis=-2, name="c"))],
+                        flexible={"x": (N, 3, 4)})
+    same_with_shape(out, "a", x.reshape(6, 4))
+    same_with_shape(out, "c", x.reshape(2, 12))
+    assert kinds(path) == {"flattenTo2D", "getShape"}
 
 
 # ---------------------------------------------------------------------------------------------
@@ -179,19 +191,20 @@ def test_squeeze_named_and_all_unit_dims_but_never_a_flexible_one(tmp_path: Path
     x = arr(1, 3, 1, 2, 1)
 
     def body(b, x):
-        return [b.squeeze(x=x, axes=[0, -1], name="named"), b.squeeze(x=x, name="all")]
+        return [*with_shape(b, b.squeeze(x=x, axes=[0, -1], name="named")), *with_shape(b, b.squeeze(x=x, name="all"))]
 
     path, out = convert(tmp_path, {"x": x}, body, flexible={"x": (1, 3, 1, 2, N)})
-    same(out["named"], x.reshape(3, 1, 2, 1))  # the flexible last dim stays
-    same(out["all"], x.reshape(3, 2, 1))
-    assert kinds(path) == {"squeeze"}
+    same_with_shape(out, "named", x.reshape(3, 1, 2, 1))  # the flexible last dim stays
+    same_with_shape(out, "all", x.reshape(3, 2, 1))
+    assert kinds(path) == {"squeeze", "getShape"}
 
 
 def test_expand_dims_axes_in_the_output(tmp_path: Path) -> None:
     x = arr(3, 2)
-    path, out = convert(tmp_path, {"x": x}, lambda b, x: b.expand_dims(x=x, axes=[0, -1], name="y"))
-    same(out["y"], x.reshape(1, 3, 2, 1))
-    assert kinds(path) == {"expandDims"}
+    path, out = convert(tmp_path, {"x": x}, lambda b, x: with_shape(b, b.expand_dims(x=x, axes=[0, -1], name="y")),
+                        flexible={"x": (N, 2)})
+    same_with_shape(out, "y", x.reshape(1, 3, 2, 1))
+    assert kinds(path) == {"expandDims", "getShape"}
 
 
 # ---------------------------------------------------------------------------------------------

@@ -174,8 +174,12 @@ def _reshape_like(e: NetworkEmitter, op: Op) -> None:
 
 @lowering("flatten2d")
 def _flatten2d(e: NetworkEmitter, op: Op) -> None:
-    x = inp(op, "x")
-    single(e, op, "flattenTo2D").axis = axis_param(e, op, "axis", rank(x), extra=1)
+    """-rank <= axis <= rank; a negative axis counts from the end (rank + axis)."""
+    r = rank(inp(op, "x"))
+    axis = int(np.asarray(e.const_param(op, "axis")).reshape(()))
+    if not -r <= axis <= r:
+        raise LoweringError(f"axis {axis} is out of range for rank {r}")
+    single(e, op, "flattenTo2D").axis = axis + r if axis < 0 else axis
 
 
 # ---------------------------------------------------------------------------------------------
