@@ -436,3 +436,37 @@ def test_run_time_negative_indices_reach_gather_nd_and_scatters_non_negative(tmp
     np.testing.assert_array_equal(g_idx, np.where(idx < 0, idx + [3, 4], idx))  # dim 0 is flexible: getShape
     (s_idx,) = _indices_read_by(path, "scatter", feeds)
     np.testing.assert_array_equal(s_idx, np.where(sidx < 0, sidx + 4, sidx))
+
+
+def test_topk_of_the_whole_axis_and_without_indices(tmp_path: Path) -> None:
+    x = np.array([[3, 1, 4, 1.5, 5], [9, 2, 6, 5, 3]], np.float32)
+
+    def body(b, x):
+        return list(b.topk(x=x, k=-1, axis=1, ascending=True, name="all"))
+
+    path, out = convert(tmp_path, {"x": x}, body, opset="iOS17", flexible={"x": (N, 5)})
+    v_all, i_all = out.values()
+    same(i_all, _stable_order(x, 1, True))
+    same(v_all, np.sort(x, axis=1))
+    assert kinds(path) == {"topK"}
+
+    path2, out2 = convert(tmp_path, {"x": x}, lambda b, x: b.topk(x=x, k=2, axis=0, return_indices=False, name="v"),
+                          opset="iOS16")  # replaces the first model
+    same(out2["v"], np.sort(x, axis=0)[::-1][:2])
+    assert layer_kinds(path2)["topK"] == 1
+
+
+def test_slice_update_of_leading_dims_keeps_flexible_trailing_dims(tmp_path: Path) -> None:
+    x = arr(4, 3, 5)
+    u = arr(2, 3, 5)
+    path, out = convert(tmp_path, {"x": x, "u": u}, lambda b, x, u: b.slice_update(
+        x=x, update=u, begin=[-1, 0, 0], end=[0, 0, 0], stride=[-2, 1, 1], end_mask=[True, True, True], name="y"),
+        opset="iOS18", flexible={"x": (4, 3, N), "u": (2, 3, N)})
+    want = x.copy()
+    want[-1::-2] = u
+    same(out["y"], want)
+    x2, u2 = arr(4, 3, 2), arr(2, 3, 2)
+    want2 = x2.copy()
+    want2[-1::-2] = u2
+    same(run_again(path, {"x": x2, "u": u2})["y"], want2)
+    assert kinds(path) == {"scatterND", "loadConstantND"}

@@ -398,3 +398,15 @@ def test_range_of_constants_is_range_static(tmp_path: Path, unfolded: None) -> N
                                                                     step=np.float32(-2), name="rg")])
     same(out["rg"], np.arange(5, -1, -2, dtype=np.float32))
     assert "rangeStatic" in kinds(path)
+
+
+def test_split_in_equal_parts_along_a_flexible_axis(tmp_path: Path) -> None:
+    x = arr(4, 3)
+    path, out = convert(tmp_path, {"x": x}, lambda b, x: list(b.split(x=x, num_splits=2, axis=0, name="s")),
+                        flexible={"x": (N, 3)})
+    for g, w in zip(out.values(), np.split(x, 2)):
+        same(g, w)
+    x2 = arr(6, 3)
+    for g, w in zip(run_again(path, {"x": x2}).values(), np.split(x2, 2)):
+        same(g, w)
+    assert kinds(path) == {"splitND"}

@@ -353,30 +353,23 @@ def _select(e: NetworkEmitter, op: Op) -> None:
 # sorting, arg-reductions, cumulative sums
 
 
-@lowering("topk", note="topK (useBottomK = ascending); a run-time k as the second input")
+@lowering("topk", note="topK (useBottomK = ascending); iOS17's k = -1 is the axis size")
 def _topk(e: NetworkEmitter, op: Op) -> None:
     x = inp(op, "x")
-    r = rank(x)
-    axis = axis_param(e, op, "axis", r)
-    k_v = inp(op, "k")
-    k = e.const(k_v)
-    inputs = [e.blob(x)]
-    if k is None:
-        inputs.append(e.blob(k_v))
+    axis = axis_param(e, op, "axis", rank(x))
+    k = int(np.asarray(e.const_param(op, "k")).reshape(()))
+    if k == -1:  # iOS17: the whole axis
+        d = dims(x)[axis]
+        if not is_static_dim(d):
+            raise LoweringError("k = -1 over a flexible axis (the layer's K is a number)")
+        k = int(d)
     outs = [e.define(v) for v in op.outputs]
-    if len(outs) == 1:  # return_indices=False (iOS16): the layer still writes them
+    if len(outs) == 1:  # return_indices=False (iOS16): the layer writes them anyway
         outs.append(e.fresh(f"{op.name}_indices"))
-    params = e.layer("topK", op.name, inputs, outs)
+    params = e.layer("topK", op.name, [e.blob(x)], outs)
     params.axis = axis
+    params.K = k
     params.useBottomK = bool(e.param(op, "ascending"))
-    if k is not None:
-        kk = int(np.asarray(k).reshape(()))
-        if kk == -1:  # iOS17: the whole axis
-            d = dims(x)[axis]
-            if not is_static_dim(d):
-                raise LoweringError("k = -1 over a flexible axis")
-            kk = int(d)
-        params.K = kk
 
 
 @lowering("argsort", note="argSort (iOS14)")
