@@ -14,6 +14,7 @@ import pytest
 import converter
 from converter.errors import UnsupportedError
 from tests.nn_backend.test_lowerings_shape import (
+    M,
     N,
     arr,
     convert,
@@ -470,3 +471,25 @@ def test_slice_update_of_leading_dims_keeps_flexible_trailing_dims(tmp_path: Pat
     want2[-1::-2] = u2
     same(run_again(path, {"x": x2, "u": u2})["y"], want2)
     assert kinds(path) == {"scatterND", "loadConstantND"}
+
+
+def test_rank_0_values_are_one_element_blobs(tmp_path: Path) -> None:
+    """A rank-0 value is a [1] blob: a gather by a scalar index drops the axis, a scalar one-hot is
+    a vector and stacked scalars a vector. Each result is joined with a flexible vector, so a result
+    of the wrong rank cannot be concatenated (the frontend reshapes outputs to their declared shape,
+    which would hide it)."""
+    x, v = arr(3, 4), arr(5)
+    i = np.array([2, 0, 1], np.int32)
+
+    def body(b, x, i, v):
+        first = b.gather(x=i, indices=np.int32(0), axis=0, name="first")
+        col = b.gather(x=x, indices=np.int32(-2), axis=1, name="col")
+        hot = b.one_hot(indices=first, one_hot_vector_size=4, name="hot")
+        pair = b.stack(values=(first, b.gather(x=i, indices=np.int32(2), axis=0)), axis=0, name="pair")
+        return [b.concat(values=(col, v), axis=0, name="col_v"),
+                b.concat(values=(hot, pair, i), axis=0, name="hot_pair_i")]
+
+    path, out = convert(tmp_path, {"x": x, "i": i, "v": v}, body, flexible={"x": (N, 4), "i": (N,), "v": (M,)})
+    same(out["col_v"], np.concatenate([x[:, -2], v]))
+    same(out["hot_pair_i"], np.concatenate([np.eye(4, dtype=np.int32)[2], [2, 1], i]))
+    assert layer_kinds(path)["squeeze"] == 2  # after the column gather and the one-hot

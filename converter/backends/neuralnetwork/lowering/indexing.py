@@ -40,8 +40,10 @@ def _ints(e: NetworkEmitter, op: Op, key: str, default: list) -> list:
 
 
 def _squeeze_after(e: NetworkEmitter, op: Op, sliced: str, squeeze: list[bool]) -> None:
-    e.layer("squeeze", op.name, [sliced], [e.define(op.outputs[0])]).axes.extend(
-        i for i, s in enumerate(squeeze) if s)
+    if all(squeeze):  # rank 0: a [1] blob
+        single(e, op, "reshapeStatic", [sliced]).targetShape.append(1)
+        return
+    single(e, op, "squeeze", [sliced]).axes.extend(i for i, s in enumerate(squeeze) if s)
 
 
 @lowering("slice_by_index", note="sliceStatic for constant bounds, sliceDynamic for run-time ones; a "
@@ -245,11 +247,18 @@ def _no_batch_dims(e: NetworkEmitter, op: Op) -> None:
         raise LoweringError("batch_dims (iOS16) has no NeuralNetwork form")
 
 
-@lowering("gather", note="gather (negative indices documented); batch_dims != 0 unsupported")
+@lowering("gather", note="gather (negative indices documented); a rank-0 index adds a squeeze (it is a [1] "
+          "blob); batch_dims != 0 unsupported")
 def _gather(e: NetworkEmitter, op: Op) -> None:
     _no_batch_dims(e, op)
-    x = inp(op, "x")
-    single(e, op, "gather", [e.blob(x), e.blob(inp(op, "indices"))]).axis = axis_param(e, op, "axis", rank(x))
+    x, indices = inp(op, "x"), inp(op, "indices")
+    axis = axis_param(e, op, "axis", rank(x))
+    if rank(indices) == 0 and rank(x) > 1:  # the [1] index blob would keep the axis
+        picked = e.fresh(f"{op.name}_picked")
+        e.layer("gather", picked, [e.blob(x), e.blob(indices)], [picked]).axis = axis
+        single(e, op, "squeeze", [picked]).axes.append(axis)
+        return
+    single(e, op, "gather", [e.blob(x), e.blob(indices)]).axis = axis
 
 
 @lowering("gather_along_axis")
@@ -323,12 +332,16 @@ def _one_hot(e: NetworkEmitter, op: Op) -> None:
     size_v = inp(op, "one_hot_vector_size")
     size = e.const(size_v)
     inputs = [e.blob(indices)] if size is not None else [e.blob(indices), e.blob(size_v)]
-    params = single(e, op, "oneHot", inputs)
+    scalar = rank(indices) == 0  # a [1] blob: the vector goes last, the unit dim is squeezed
+    hot = e.fresh(f"{op.name}_hot") if scalar else op.name
+    params = e.layer("oneHot", hot, inputs, [hot] if scalar else [e.define(op.outputs[0])])
     if size is not None:
         params.oneHotVectorSize = int(np.asarray(size).reshape(()))
-    params.axis = axis_param(e, op, "axis", rank(indices), extra=1)
+    params.axis = 1 if scalar else axis_param(e, op, "axis", rank(indices), extra=1)
     params.onValue = exact_float(e.param(op, "on_value"), "on_value")
     params.offValue = exact_float(e.param(op, "off_value"), "off_value")
+    if scalar:
+        single(e, op, "squeeze", [hot]).axes.append(0)
 
 
 @lowering("band_part", note="matrixBandPart (the proto's formula multiplies by the band: an inf or NaN outside "

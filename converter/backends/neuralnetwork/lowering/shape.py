@@ -189,6 +189,9 @@ def _flatten2d(e: NetworkEmitter, op: Op) -> None:
 @lowering("transpose")
 def _transpose(e: NetworkEmitter, op: Op) -> None:
     r = rank(inp(op, "x"))
+    if r <= 1:
+        alias(e, op, inp(op, "x"))
+        return
     perm = [int(p) for p in np.asarray(e.const_param(op, "perm")).reshape(-1)]
     single(e, op, "transpose").axes.extend(p + r if p < 0 else p for p in perm)
 
@@ -202,6 +205,9 @@ def _squeeze(e: NetworkEmitter, op: Op) -> None:
     gone = sorted({i for i in asked if is_static_dim(x_dims[i]) and int(x_dims[i]) == 1})
     if not gone:
         alias(e, op, x)
+        return
+    if len(gone) == len(x_dims):  # rank 0: a [1] blob
+        single(e, op, "reshapeStatic").targetShape.append(1)
         return
     single(e, op, "squeeze").axes.extend(gone)
 
@@ -250,6 +256,12 @@ def _concat(e: NetworkEmitter, op: Op) -> None:
 @lowering("stack")
 def _stack(e: NetworkEmitter, op: Op) -> None:
     values = tuple(op.inputs["values"])  # type: ignore[arg-type]
+    if rank(values[0]) == 0:  # rank-0 values are [1] blobs: stacking them is joining them
+        if len(values) == 1:
+            alias(e, op, values[0])
+        else:
+            single(e, op, "concatND", [e.blob(v) for v in values]).axis = 0
+        return
     axis = axis_param(e, op, "axis", rank(values[0]), extra=1)
     if len(values) == 1:
         single(e, op, "expandDims", [e.blob(values[0])]).axes.append(axis)
@@ -282,6 +294,9 @@ def _split(e: NetworkEmitter, op: Op) -> None:
 def _tile(e: NetworkEmitter, op: Op) -> None:
     reps_v = inp(op, "reps")
     reps = e.const(reps_v)
+    if rank(inp(op, "x")) == 0:
+        alias(e, op, inp(op, "x"))
+        return
     if reps is None:
         single(e, op, "tile", [e.blob(inp(op, "x")), e.blob(reps_v)])
     else:
@@ -337,9 +352,9 @@ def _fill_value(e: NetworkEmitter, op: Op) -> float:
 def _fill(e: NetworkEmitter, op: Op) -> None:
     shape_v = inp(op, "shape")
     shape = e.const(shape_v)
-    if shape is not None and np.asarray(shape).size > 0:
+    if shape is not None:
         params = single(e, op, "fillStatic", [])
-        params.targetShape.extend(int(d) for d in np.asarray(shape).reshape(-1))
+        params.targetShape.extend([int(d) for d in np.asarray(shape).reshape(-1)] or [1])  # rank 0: [1]
     else:
         params = single(e, op, "fillDynamic", [e.blob(shape_v)])
     params.value = _fill_value(e, op)
