@@ -116,6 +116,19 @@ def test_slice_by_index_with_run_time_bounds_is_slice_dynamic(tmp_path: Path) ->
     assert kinds(path) == {"sliceDynamic"}
 
 
+def test_slice_by_index_with_a_run_time_begin_and_a_constant_end(tmp_path: Path) -> None:
+    x = arr(4, 5, 6)
+    begin = np.array([3, -4, 1], np.int32)
+
+    def body(b, x, begin):
+        return b.slice_by_index(x=x, begin=begin, end=[0, 5, 4], stride=[-1, 2, 1], end_mask=[True, False, False],
+                                name="y")
+
+    path, out = convert(tmp_path, {"x": x, "begin": begin}, body)
+    same(out["y"], x[3::-1, -4:5:2, 1:4])
+    assert dict(layer_kinds(path)) == {"sliceDynamic": 1}  # the end in the layer's endIds
+
+
 def test_slice_by_size_constant_begin_counts_negative_begins_from_the_end(tmp_path: Path) -> None:
     x = arr(4, 5, 6)
 
@@ -307,6 +320,26 @@ def test_one_hot_axis_values_and_out_of_range_indices(tmp_path: Path) -> None:
     assert layer_kinds(path)["oneHot"] == 2 and spec_version(path) == 5
 
 
+def test_one_hot_under_an_ios13_target_compares_with_the_positions(tmp_path: Path) -> None:
+    idx = np.array([[0, 3, -1], [5, 1, 2]], np.int32)
+
+    def body(b, idx):
+        first = b.gather(x=b.reshape(x=idx, shape=[6]), indices=np.int32(4), axis=0)
+        return [b.one_hot(indices=idx, one_hot_vector_size=4, axis=1, on_value=np.float32(0.1),
+                          off_value=np.float32(0.3), name="where"),
+                b.one_hot(indices=idx, one_hot_vector_size=5, axis=0, on_value=np.float32(-7), name="times"),
+                b.one_hot(indices=idx, one_hot_vector_size=6, name="plain"),
+                b.one_hot(indices=first, one_hot_vector_size=3, name="scalar")]
+
+    path, out = convert(tmp_path, {"idx": idx}, body, target="iOS13")
+    same(out["where"], np.moveaxis(np.where(idx[..., None] == np.arange(4), 0.1, 0.3).astype(np.float32), -1, 1))
+    same(out["times"], np.moveaxis(np.where(idx[..., None] == np.arange(5), -7.0, 0.0), -1, 0))
+    same(out["plain"], (idx[..., None] == np.arange(6)).astype(np.int32))
+    same(out["scalar"], np.eye(3, dtype=np.int32)[idx.flat[4]])
+    k = layer_kinds(path)
+    assert "oneHot" not in k and k["equal"] == 4 and k["whereBroadcastable"] == 1 and spec_version(path) == 4
+
+
 def test_one_hot_int_values_beyond_fp32_exactness_are_refused(tmp_path: Path) -> None:
     idx = np.array([0, 1], np.int32)
     with pytest.raises(UnsupportedError, match="not exact in fp32"):
@@ -373,21 +406,24 @@ def test_topk_largest_and_smallest_along_an_axis(tmp_path: Path) -> None:
     assert layer_kinds(path)["topK"] == 2
 
 
-def test_argsort_both_directions(tmp_path: Path) -> None:
-    x = np.array([[3, 5, 32], [3, 77, 6], [0.5, -1, 6]], np.float32)
+@pytest.mark.parametrize("target, layer, version", [(None, "argSort", 5), ("iOS13", "topK", 4)])
+def test_argsort_both_directions(tmp_path: Path, target: str | None, layer: str, version: int) -> None:
+    x = np.array([[3, 5, 32, 4], [3, 77, 6, 2], [0.5, -1, 6, 8]], np.float32)
     path, out = convert(tmp_path, {"x": x}, lambda b, x: [b.argsort(x=x, axis=0, ascending=True, name="up"),
-                                                         b.argsort(x=x, axis=-1, name="down")])
+                                                         b.argsort(x=x, axis=-1, name="down")], target=target)
     same(out["up"], _stable_order(x, 0, True))
     same(out["down"], _stable_order(x, 1, False))
-    assert kinds(path) == {"argSort"} and spec_version(path) == 5
+    assert kinds(path) == {layer} and spec_version(path) == version
 
 
 @pytest.mark.parametrize("exclusive", [False, True])
 @pytest.mark.parametrize("reverse", [False, True])
-def test_cumsum_exclusive_and_reverse(tmp_path: Path, exclusive: bool, reverse: bool) -> None:
+@pytest.mark.parametrize("target, layers", [(None, {"cumSum"}), ("iOS13", {"batchedMatmul", "transpose"})])
+def test_cumsum_exclusive_and_reverse(tmp_path: Path, exclusive: bool, reverse: bool, target: str | None,
+                                      layers: set[str]) -> None:
     x = arr(2, 4, 3)
     path, out = convert(tmp_path, {"x": x}, lambda b, x: b.cumsum(x=x, axis=1, exclusive=exclusive, reverse=reverse,
-                                                                 name="y"))
+                                                                 name="y"), target=target)
     work = np.flip(x, 1) if reverse else x
     want = np.cumsum(work, axis=1)
     if exclusive:
@@ -395,7 +431,14 @@ def test_cumsum_exclusive_and_reverse(tmp_path: Path, exclusive: bool, reverse: 
     if reverse:
         want = np.flip(want, 1)
     np.testing.assert_allclose(out["y"], want, rtol=1e-5, atol=1e-6)
-    assert kinds(path) == {"cumSum"}
+    assert kinds(path) == layers
+
+
+def test_cumsum_along_the_last_axis_under_an_ios13_target_is_one_matmul(tmp_path: Path) -> None:
+    x = np.arange(10, dtype=np.int32).reshape(2, 5)
+    path, out = convert(tmp_path, {"x": x}, lambda b, x: b.cumsum(x=x, axis=-1, name="y"), target="iOS13")
+    same(out["y"], np.cumsum(x, axis=1))
+    assert dict(layer_kinds(path)) == {"batchedMatmul": 1}
 
 
 def test_argmax_argmin_keep_dims(tmp_path: Path) -> None:

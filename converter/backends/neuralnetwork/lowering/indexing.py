@@ -87,7 +87,14 @@ def _slice_by_index(e: NetworkEmitter, op: Op) -> None:
     if any(squeeze) and not allows(e, 5):
         raise LoweringError("a squeeze_mask with run-time bounds needs sliceDynamic's squeezeMasks (iOS14), above "
                             "the requested version")
-    params = single(e, op, "sliceDynamic", [e.blob(x), e.blob(begin_v), e.blob(end_v)])
+    if any(s and m for s, m in zip(squeeze, bmask)) and begin is None:
+        raise LoweringError("a squeezed dim with a masked run-time begin takes element 0 in MIL; the layer reads the "
+                            "begin id")
+    if end is not None:  # the endIds field: one input fewer
+        params = single(e, op, "sliceDynamic", [e.blob(x), e.blob(begin_v)])
+        params.endIds.extend(int(t) for t in np.asarray(end).reshape(-1))
+    else:
+        params = single(e, op, "sliceDynamic", [e.blob(x), e.blob(begin_v), e.blob(end_v)])
     params.strides.extend(strides)
     params.beginMasks.extend(bmask)
     params.endMasks.extend(emask)
@@ -326,22 +333,56 @@ def _scatter_nd(e: NetworkEmitter, op: Op) -> None:
 # one-hot, band part, non-zero, select
 
 
-@lowering("one_hot", note="oneHot (iOS14); a run-time size as the second input")
+@lowering("one_hot", note="oneHot (iOS14); a run-time size as the second input; under a lower --target: "
+          "equal against the positions, then the on/off values")
 def _one_hot(e: NetworkEmitter, op: Op) -> None:
     indices = inp(op, "indices")
     size_v = inp(op, "one_hot_vector_size")
     size = e.const(size_v)
+    on = exact_float(e.param(op, "on_value"), "on_value")
+    off = exact_float(e.param(op, "off_value"), "off_value")
+    scalar = rank(indices) == 0  # a [1] blob
+    axis = axis_param(e, op, "axis", rank(indices), extra=1)
+    if not allows(e, 5):
+        if size is None:
+            raise LoweringError("a run-time one_hot_vector_size needs the oneHot layer (iOS14), above the requested "
+                                "version")
+        _one_hot_by_equal(e, op, e.blob(indices), int(np.asarray(size).reshape(())), axis, rank(indices), on, off)
+        return
     inputs = [e.blob(indices)] if size is not None else [e.blob(indices), e.blob(size_v)]
-    scalar = rank(indices) == 0  # a [1] blob: the vector goes last, the unit dim is squeezed
+    # a scalar index: the vector goes last and the unit dim of its [1] blob is squeezed
     hot = e.fresh(f"{op.name}_hot") if scalar else op.name
     params = e.layer("oneHot", hot, inputs, [hot] if scalar else [e.define(op.outputs[0])])
     if size is not None:
         params.oneHotVectorSize = int(np.asarray(size).reshape(()))
-    params.axis = 1 if scalar else axis_param(e, op, "axis", rank(indices), extra=1)
-    params.onValue = exact_float(e.param(op, "on_value"), "on_value")
-    params.offValue = exact_float(e.param(op, "off_value"), "off_value")
+    params.axis = 1 if scalar else axis
+    params.onValue, params.offValue = on, off
     if scalar:
         single(e, op, "squeeze", [hot]).axes.append(0)
+
+
+def _one_hot_by_equal(e: NetworkEmitter, op: Op, idx: str, size: int, axis: int, r: int, on: float,
+                      off: float) -> None:
+    """(indices at a unit dim at ``axis``) == positions [size, 1, ...]: 1/0, then on/off (exact:
+    a select, or a product when off is 0). An index outside [0, size) matches nothing: all off."""
+    n = op.name
+    if r > 0:
+        expanded = e.fresh(f"{n}_at_axis")
+        e.layer("expandDims", expanded, [idx], [expanded]).axes.append(axis)
+        idx = expanded
+    positions = e.load_constant(None, np.arange(size, dtype=np.float32).reshape([size] + [1] * (r - axis)),
+                                f"{n}_positions")
+    if on == 1.0 and off == 0.0:
+        single(e, op, "equal", [idx, positions])
+        return
+    hot = e.fresh(f"{n}_hot")
+    e.layer("equal", hot, [idx, positions], [hot])
+    if off == 0.0:
+        single(e, op, "multiply", [hot]).alpha = on
+        return
+    on_b = e.load_constant(None, np.asarray([on], np.float32), f"{n}_on")
+    off_b = e.load_constant(None, np.asarray([off], np.float32), f"{n}_off")
+    single(e, op, "whereBroadcastable", [hot, on_b, off_b])
 
 
 @lowering("band_part", note="matrixBandPart (the proto's formula multiplies by the band: an inf or NaN outside "
@@ -385,21 +426,64 @@ def _topk(e: NetworkEmitter, op: Op) -> None:
     params.useBottomK = bool(e.param(op, "ascending"))
 
 
-@lowering("argsort", note="argSort (iOS14)")
+@lowering("argsort", note="argSort (iOS14); under a lower --target: the indices of a topK over the whole "
+          "(static) axis")
 def _argsort(e: NetworkEmitter, op: Op) -> None:
     x = inp(op, "x")
+    axis = axis_param(e, op, "axis", rank(x))
+    ascending = bool(e.param(op, "ascending"))
+    if not allows(e, 5):
+        d = dims(x)[axis]
+        if not is_static_dim(d):
+            raise LoweringError("argsort over a flexible axis needs argSort (iOS14), above the requested version")
+        params = e.layer("topK", op.name, [e.blob(x)], [e.fresh(f"{op.name}_sorted"), e.define(op.outputs[0])])
+        params.axis, params.K, params.useBottomK = axis, int(d), ascending
+        return
     params = single(e, op, "argSort")
-    params.axis = axis_param(e, op, "axis", rank(x))
-    params.descending = not bool(e.param(op, "ascending"))
+    params.axis = axis
+    params.descending = not ascending
 
 
-@lowering("cumsum", note="cumSum (iOS14): exclusive = excludeFinalSum")
+#: the longest axis a cumsum is written as a matmul for (its weight is axis x axis)
+CUMSUM_MATMUL_MAX = 2048
+
+
+@lowering("cumsum", note="cumSum (iOS14): exclusive = excludeFinalSum; under a lower --target: a batchedMatmul "
+          "by a triangular 0/1 matrix over a static axis (transposed to the last)")
 def _cumsum(e: NetworkEmitter, op: Op) -> None:
     x = inp(op, "x")
-    params = single(e, op, "cumSum")
-    params.axis = axis_param(e, op, "axis", rank(x))
-    params.excludeFinalSum = bool(e.param(op, "exclusive"))
-    params.reverse = bool(e.param(op, "reverse"))
+    r = rank(x)
+    axis = axis_param(e, op, "axis", r)
+    exclusive, reverse = bool(e.param(op, "exclusive")), bool(e.param(op, "reverse"))
+    if allows(e, 5):
+        params = single(e, op, "cumSum")
+        params.axis = axis
+        params.excludeFinalSum = exclusive
+        params.reverse = reverse
+        return
+    d = dims(x)[axis]
+    if not is_static_dim(d) or int(d) > CUMSUM_MATMUL_MAX:
+        raise LoweringError(f"cumsum over an axis of {d} values needs cumSum (iOS14), above the requested version "
+                            f"(the matmul form takes a static axis of at most {CUMSUM_MATMUL_MAX})")
+    length = int(d)
+    # y[j] = sum_i x[i] w[i, j]; the layer stores w transposed ([out j, in i]): j >= i (inclusive),
+    # j > i (exclusive), j <= i / j < i when summing from the end
+    ones = np.ones((length, length), np.float32)
+    stored = np.triu(ones, 1 if exclusive else 0) if reverse else np.tril(ones, -1 if exclusive else 0)
+    perm = list(range(r))
+    perm[axis], perm[-1] = perm[-1], perm[axis]
+    src = e.blob(x)
+    if axis != r - 1:
+        moved = e.fresh(f"{op.name}_last")
+        e.layer("transpose", moved, [src], [moved]).axes.extend(perm)
+        src = moved
+    summed = op.name if axis == r - 1 else e.fresh(f"{op.name}_summed")
+    out = [e.define(op.outputs[0])] if axis == r - 1 else [summed]
+    params = e.layer("batchedMatmul", summed, [src], out)
+    params.weightMatrixFirstDimension = params.weightMatrixSecondDimension = length
+    e.weights(params.weights, stored)
+    if axis != r - 1:
+        single(e, op, "transpose", [summed]).axes.extend(perm)
 
 
 def _arg_reduce(kind: str):  # noqa: ANN202
