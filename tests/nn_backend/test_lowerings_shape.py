@@ -240,13 +240,15 @@ def test_concat_with_a_flexible_dim_on_and_off_the_axis(tmp_path: Path) -> None:
     assert kinds(path) == {"concatND"}
 
 
-def test_concat_interleave_is_spec_5(tmp_path: Path) -> None:
-    a, b_ = arr(2, 3), arr(2, 3)
-    path, out = convert(tmp_path, {"a": a, "b_": b_}, lambda b, a, b_: b.concat(values=(a, b_), axis=1,
-                                                                             interleave=True, name="y"))
-    want = np.stack([a, b_], axis=2).reshape(2, 6)  # a[:, 0], b[:, 0], a[:, 1], ...
+@pytest.mark.parametrize("target, layers, version", [(None, {"concatND"}, 5),
+                                                     ("iOS13", {"stack", "reshapeStatic"}, 4)])
+def test_concat_interleave(tmp_path: Path, target: str | None, layers: set[str], version: int) -> None:
+    a, b_, c = arr(4, 3, 2), arr(4, 3, 2), arr(4, 3, 2)
+    path, out = convert(tmp_path, {"a": a, "b_": b_, "c": c}, lambda b, a, b_, c: b.concat(
+        values=(a, b_, c), axis=1, interleave=True, name="y"), target=target, flexible={k: (N, 3, 2) for k in ("a", "b_", "c")})
+    want = np.stack([a, b_, c], axis=2).reshape(4, 9, 2)  # a[:, 0], b[:, 0], c[:, 0], a[:, 1], ...
     same(out["y"], want)
-    assert kinds(path) == {"concatND"} and spec_version(path) == 5
+    assert kinds(path) == layers and spec_version(path) == version
 
 
 def test_split_equal_and_unequal_parts(tmp_path: Path) -> None:

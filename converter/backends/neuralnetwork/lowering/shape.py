@@ -18,7 +18,7 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.types import Dim, is_static_dim
 from ..emitter import NetworkEmitter, op_input, rank, static_shape, tensor_type
-from ._common import exact_float, single
+from ._common import allows, exact_float, single
 from .registry import lowering
 
 
@@ -227,7 +227,7 @@ def _expand_dims(e: NetworkEmitter, op: Op) -> None:
 # joins, splits, repeats
 
 
-@lowering("concat", note="concatND; interleave is its iOS14 parameter")
+@lowering("concat", note="concatND; interleave is its iOS14 parameter (stack + reshapeStatic under a lower --target)")
 def _concat(e: NetworkEmitter, op: Op) -> None:
     values = tuple(op.inputs["values"])  # type: ignore[arg-type]
     r = rank(values[0])
@@ -245,6 +245,16 @@ def _concat(e: NetworkEmitter, op: Op) -> None:
             single(e, op, "reshapeStatic", [e.blob(values[0])]).targetShape.append(1)
         else:
             alias(e, op, values[0])
+        return
+    if interleave and not allows(e, 5):  # iOS13: stacked after the axis, merged into it
+        out_dims = dims(op.outputs[0])
+        if sum(1 for d in out_dims if not is_static_dim(d)) > 1:
+            raise LoweringError("interleave with several flexible dims needs concatND's interleave (iOS14), above "
+                                "the requested version")
+        stacked = e.fresh(f"{op.name}_stacked")
+        e.layer("stack", stacked, [e.blob(v) for v in values], [stacked]).axis = axis + 1
+        single(e, op, "reshapeStatic", [stacked]).targetShape.extend(
+            int(d) if is_static_dim(d) else -1 for d in out_dims)
         return
     params = single(e, op, "concatND", [e.blob(v) for v in values])
     params.axis = axis
