@@ -156,6 +156,26 @@ def test_slice_by_size_with_a_run_time_begin(tmp_path: Path) -> None:
     same(again["y"], x[0:3, 0:2, 5:])
 
 
+@pytest.mark.parametrize("target, layers", [(None, {"sliceBySize": 1}), ("iOS13", {"sliceDynamic": 1})])
+def test_slice_by_size_along_one_axis_from_a_run_time_start(tmp_path: Path, target: str | None,
+                                                            layers: dict[str, int]) -> None:
+    """The begin the NeuralNetwork frontend makes of a sliceBySize layer: zeros but one run-time value."""
+    x = arr(3, 7, 2)
+    start = np.array([4], np.int32)
+
+    def body(b, x, start):
+        begin = b.concat(values=(np.zeros(1, np.int32), start, np.zeros(1, np.int32)), axis=0)
+        return b.slice_by_size(x=x, begin=begin, size=[-1, 3, 2], name="y")
+
+    path, out = convert(tmp_path, {"x": x, "start": start}, body, target=target, flexible={"x": (N, 7, 2)})
+    same(out["y"], x[:, 4:7])
+    same(run_again(path, {"x": x, "start": np.array([-5], np.int32)})["y"], x[:, 2:5])
+    got = layer_kinds(path)
+    assert all(got[k] == n for k, n in layers.items()) and ("sliceBySize" in got) == (target is None)
+    if target is None:
+        assert "sliceDynamic" not in got  # the begin vector is still built (its concat), unread
+
+
 def test_slice_update_at_strided_and_squeezed_positions(tmp_path: Path) -> None:
     x = arr(4, 5, 6)
     u1 = arr(2, 5)

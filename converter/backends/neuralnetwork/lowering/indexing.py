@@ -120,8 +120,8 @@ def _non_negative_begin(e: NetworkEmitter, op: Op, x: Value, begin: str) -> str:
     return out
 
 
-@lowering("slice_by_size", kind="decomposed", note="sliceStatic for constant begin and size; a run-time begin: "
-          "made non-negative, end = begin + size, sliceDynamic")
+@lowering("slice_by_size", kind="decomposed", note="sliceStatic for constant begin and size; sliceBySize (iOS14) "
+          "for a run-time begin along one axis; else the begin made non-negative, end = begin + size, sliceDynamic")
 def _slice_by_size(e: NetworkEmitter, op: Op) -> None:
     x = inp(op, "x")
     r = rank(x)
@@ -144,6 +144,8 @@ def _slice_by_size(e: NetworkEmitter, op: Op) -> None:
         params.beginMasks.extend([False] * r)
         params.endMasks.extend(emask)
         return
+    if _slice_by_size_layer(e, op, x, begin_v, sizes):
+        return
     start = _non_negative_begin(e, op, x, e.blob(begin_v))
     stop = e.fresh(f"{op.name}_end_ids")
     steps = e.load_constant(None, np.asarray([0 if m else s for s, m in zip(sizes, to_end)], np.float32),
@@ -153,6 +155,39 @@ def _slice_by_size(e: NetworkEmitter, op: Op) -> None:
     params.strides.extend([1] * r)
     params.beginMasks.extend([False] * r)
     params.endMasks.extend(to_end)
+
+
+def _slice_by_size_layer(e: NetworkEmitter, op: Op, x: Value, begin_v: Value, sizes: list[int]) -> bool:
+    """One ``sliceBySize`` (iOS14) when the run-time begin is zeros but one value (a ``concat`` of
+    constant zeros and one run-time element, as the frontend reads that layer) and every other dim
+    is taken whole; False otherwise. A negative begin counts from the end, as the frontend reads
+    the layer (the proto does not say)."""
+    p = begin_v.producer
+    if p is None or p.type != "concat" or not allows(e, 5):
+        return False
+    x_dims = dims(x)
+    offset, axis, start = 0, None, None
+    for part in tuple(p.inputs.get("values", ())):  # type: ignore[arg-type]
+        shape = dims(part)
+        if len(shape) != 1 or not is_static_dim(shape[0]):
+            return False
+        c = e.const(part)
+        if c is not None:
+            if np.any(np.asarray(c) != 0):
+                return False
+        elif int(shape[0]) != 1 or axis is not None:
+            return False
+        else:
+            axis, start = offset, part
+        offset += int(shape[0])
+    if axis is None or start is None or offset != len(x_dims) or sizes[axis] < 1:
+        return False
+    if any(i != axis and not (s == -1 or (is_static_dim(d) and s == int(d)))
+           for i, (s, d) in enumerate(zip(sizes, x_dims))):
+        return False
+    params = single(e, op, "sliceBySize", [e.blob(x), e.blob(start)])
+    params.size, params.axis = sizes[axis], axis
+    return True
 
 
 @lowering("slice_update", kind="decomposed", note="scatterND (update) at the slice's positions, computed at "
