@@ -13,8 +13,6 @@ and nothing is added).
 
 from __future__ import annotations
 
-import itertools
-
 import numpy as np
 
 from ....errors import LoweringError
@@ -232,7 +230,8 @@ def _slice_update(e: NetworkEmitter, op: Op) -> None:
             ranges.append(list(range(*slice(None if bmask[i] else begins[i], None if emask[i] else ends[i],
                                             strides[i]).indices(d))))
     lead = [len(rg) for rg, s in zip(ranges, squeeze[:k]) if not s]
-    positions = np.asarray(list(itertools.product(*ranges)), np.float32).reshape(lead + [k])
+    grid = np.meshgrid(*[np.asarray(rg, np.float32) for rg in ranges], indexing="ij")
+    positions = np.stack(grid, axis=-1).reshape(lead + [k])
     idx = e.load_constant(None, positions, f"{op.name}_positions")
     single(e, op, "scatterND", [e.blob(x), idx, e.blob(update)]).mode = _mode_value("update")
 
