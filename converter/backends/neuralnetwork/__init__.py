@@ -65,7 +65,7 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     network = model.neuralNetworkClassifier if is_classifier else model.neuralNetwork
     network.arrayInputShapeMapping = NeuralNetwork_pb2.EXACT_ARRAY_MAPPING
     network.imageInputShapeMapping = NeuralNetwork_pb2.RANK4_IMAGE_MAPPING
-    state = ModelState()
+    state = ModelState(version_cap=floor)
     state.need(ND_VERSION, "N-dimensional array semantics (EXACT_ARRAY_MAPPING)")
     lowered = lower_function(fn, NetworkEmitter(network, state), network)
     if lowered.problems:

@@ -45,6 +45,9 @@ class ModelState:
     preassigned: dict[Value, str] = field(default_factory=dict)  # model outputs: their feature names
     spec_version: int = 1
     version_reasons: dict[int, list[str]] = field(default_factory=dict)
+    #: the highest version the user allows (--target / --spec-version), None: any; lowerings with a
+    #: one-layer form of a later version and a longer form of an earlier one choose by it
+    version_cap: int | None = None
 
     def need(self, version: int, why: str) -> None:
         if version > 1:
