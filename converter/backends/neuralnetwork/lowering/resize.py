@@ -74,7 +74,7 @@ def _hw(v: Value) -> list[int] | None:
 def _scaled_sizes_agree(x: Value, scales: list[float], want: list[int]) -> bool:
     """Whether an upsample by ``scales`` (fp32 factors) gives ``want`` from x's static H, W."""
     hw = _hw(x)
-    return hw is not None and all(int(np.floor(n * np.float32(s))) == m for n, s, m in zip(hw, scales, want))
+    return hw is not None and all(_floors_to(n, np.float32(s), m) for n, s, m in zip(hw, scales, want))
 
 
 @lowering("upsample_nearest_neighbor", note="upsample NN (integer factors)")
@@ -101,6 +101,22 @@ def _upsample_bilinear(e: NetworkEmitter, op: Op) -> None:
     _upsample(e, op, scales, nearest=False, linear_mode=mode)
 
 
+def _ratio(n: int, m: int) -> float:
+    """An fp32 factor f with floor(n * f) == m (m / n rounded, or the next fp32 up when m / n
+    rounds down): the layer places the half-pixel samples from the sizes, the factor only sizes."""
+    f = np.float32(m / n)
+    for _ in range(4):
+        if _floors_to(n, f, m):
+            break
+        f = np.nextafter(f, np.float32(np.inf))
+    return float(f)
+
+
+def _floors_to(n: int, f: np.float32, m: int) -> bool:
+    """floor(n * f) == m whether the product is taken in fp32 or fp64."""
+    return int(np.floor(np.float32(n) * f)) == m == int(np.floor(n * float(f)))
+
+
 def _resize_linear(e: NetworkEmitter, op: Op, x: Value, size: list[int], mode: str) -> None:
     """Bilinear resize of x's last two axes to ``size`` on MIL sampling grid ``mode``."""
     if mode in _SAMPLING:
@@ -112,7 +128,7 @@ def _resize_linear(e: NetworkEmitter, op: Op, x: Value, size: list[int], mode: s
     if hw is None:
         raise LoweringError("UNALIGN_CORNERS (half-pixel) resizing to a fixed size needs static input sizes (it is "
                             "an upsample by the size ratio)")
-    scales = [float(np.float32(m / n)) for m, n in zip(size, hw)]
+    scales = [_ratio(n, m) for n, m in zip(hw, size)]
     if not _scaled_sizes_agree(x, scales, size):
         raise LoweringError(f"UNALIGN_CORNERS resizing {hw} -> {size}: no fp32 factor gives these sizes")
     p = single(e, op, "upsample", [e.blob(x)])
