@@ -292,3 +292,29 @@ def test_pool1d_and_3d(tmp_path: Path) -> None:
                                                                      pad_type="valid", name="y")])
     assert_close(got["y"], x3.max(axis=(2, 3, 4), keepdims=True))
     assert layer_kinds(path) == {"globalPooling3d": 1}
+
+
+def test_conv3d_same_lower_becomes_custom_amounts(tmp_path: Path) -> None:
+    x, w = _r(1, 2, 5, 6, 7), _r(3, 2, 2, 3, 2)
+    got, path = _run(tmp_path, {"x": x}, lambda bb, x: [bb.conv(x=x, weight=w, strides=[2, 2, 3],
+                                                                pad_type="same_lower", name="y")], opset="iOS16")
+    pads = [_same(n, k, s, lower=True) for n, k, s in zip((5, 6, 7), (2, 3, 2), (2, 2, 3))]
+    want = F.conv3d(F.pad(_t(x), (*pads[2], *pads[1], *pads[0])), _t(w), stride=(2, 2, 3))
+    assert_close(got["y"], want.numpy())
+    conv = _layers(path)[0].convolution3d
+    assert conv.paddingType == conv.CUSTOM
+
+
+def test_conv1d_with_a_runtime_weight(tmp_path: Path) -> None:
+    x, w = _r(2, 4, 9), _r(3, 4, 3)
+    got, path = _run(tmp_path, {"x": x, "w": w}, lambda bb, x, w: [bb.conv(
+        x=x, weight=w, strides=[2], pad_type="custom", pad=[0, 2], name="y")])
+    assert_close(got["y"], F.conv1d(F.pad(_t(x), (0, 2)), _t(w), stride=2).numpy())
+    assert layer_kinds(path) == {"expandDims": 2, "convolution": 1, "squeeze": 1}
+
+
+def test_a_runtime_conv_transpose_weight_is_refused_with_the_reason(tmp_path: Path) -> None:
+    x, w = _r(1, 2, 3, 3), _r(2, 2, 2, 2)
+    prog = program({"x": x, "w": w}, lambda bb, x, w: [bb.conv_transpose(x=x, weight=w, name="y")], opset="iOS17")
+    with pytest.raises(UnsupportedError, match="conv_transpose 'y'.*only convolution takes its weight"):
+        run_nn(prog, {"x": x, "w": w}, tmp_path / "m.mlmodel")

@@ -77,6 +77,14 @@ def test_upsample_nearest_neighbor_integer_factors(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"upsample": 1} and list(_layer(path).upsample.scalingFactor) == [2, 3]
 
 
+def test_upsample_nearest_neighbor_by_one_over_an_integer_keeps_every_nth_pixel(tmp_path: Path) -> None:
+    x = _r(1, 2, 7, 4)
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.upsample_nearest_neighbor(
+        x=x, scale_factor_height=np.float32(1 / 3), scale_factor_width=np.float32(2), name="y")])
+    assert_close(got["y"], F.interpolate(_t(x), scale_factor=(1 / 3, 2), mode="nearest").numpy())
+    assert layer_kinds(path) == {"sliceStatic": 1, "upsample": 1}
+
+
 def test_fractional_nearest_upsampling_is_refused(tmp_path: Path) -> None:
     x = _r(1, 1, 4, 4)
     prog = program({"x": x}, lambda b, x: [b.upsample_nearest_neighbor(
@@ -135,12 +143,17 @@ def test_resize_bilinear_half_pixel_is_an_upsample_by_the_size_ratio(tmp_path: P
     assert layer_kinds(path) == {"upsample": 1}
 
 
-def test_resize_nearest_neighbor_integer_upscale_and_refusal(tmp_path: Path) -> None:
+def test_resize_nearest_neighbor_integer_up_and_downscaling_and_refusal(tmp_path: Path) -> None:
     x = _r(1, 2, 3, 4)
     got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.resize_nearest_neighbor(
         x=x, target_size_height=9, target_size_width=8, name="y")])
     assert_close(got["y"], F.interpolate(_t(x), size=(9, 8), mode="nearest-exact").numpy())
     assert list(_layer(path).upsample.scalingFactor) == [3, 2]
+    x = _r(1, 2, 12, 8)  # downscaling by 4 and 2: pixels f // 2 + i * f
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.resize_nearest_neighbor(
+        x=x, target_size_height=3, target_size_width=4, name="y")])
+    assert_close(got["y"], F.interpolate(_t(x), size=(3, 4), mode="nearest-exact").numpy())
+    assert layer_kinds(path) == {"sliceStatic": 1}
     prog = program({"x": x}, lambda b, x: [b.resize_nearest_neighbor(x=x, target_size_height=5, target_size_width=8,
                                                                      name="y")])
     with pytest.raises(UnsupportedError, match="integer factors"):

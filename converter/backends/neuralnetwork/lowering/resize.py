@@ -77,13 +77,22 @@ def _scaled_sizes_agree(x: Value, scales: list[float], want: list[int]) -> bool:
     return hw is not None and all(_floors_to(n, np.float32(s), m) for n, s, m in zip(hw, scales, want))
 
 
-@lowering("upsample_nearest_neighbor", note="upsample NN (integer factors)")
+@lowering("upsample_nearest_neighbor", note="upsample NN (integer factors); 1 / integer factors as sliceStatic")
 def _upsample_nearest(e: NetworkEmitter, op: Op) -> None:
     scales = [_number(e, op, "scale_factor_height"), _number(e, op, "scale_factor_width")]
-    if not _integral(scales):
-        raise LoweringError(f"nearest-neighbour upsampling by {scales}: the upsample layer repeats pixels by integer "
+    if _integral(scales):
+        _upsample(e, op, scales, nearest=True)
+        return
+    # source floor(i * fp32(1 / scale)): every f-th pixel from 0 when that inverse is an integer f
+    inverse = [float(np.float32(1.0 / s)) for s in scales]
+    out = static_shape(op.outputs[0])
+    exact = all(float(s).is_integer() if s >= 1 else v.is_integer() for s, v in zip(scales, inverse))
+    if out is None or not exact:
+        raise LoweringError(f"nearest-neighbour upsampling by {scales}: the layers repeat or skip pixels by integer "
                             "factors only")
-    _upsample(e, op, scales, nearest=True)
+    up = [int(s) if s >= 1 else 1 for s in scales]
+    down = [int(v) if s < 1 else 1 for v, s in zip(inverse, scales)]
+    _nearest_to(e, op, op.inputs["x"], out[-2:], up, down, [0, 0])
 
 
 @lowering("upsample_bilinear", note="upsample BILINEAR (align_corners / half-pixel modes and fractional factors: "
@@ -146,21 +155,51 @@ def _resize_bilinear(e: NetworkEmitter, op: Op) -> None:
     _resize_linear(e, op, op.inputs["x"], size, text(e, op, "sampling_mode"))
 
 
-def _nearest_to(e: NetworkEmitter, op: Op, x: Value, size: list[int]) -> None:
-    """Half-pixel nearest resize to ``size``: exact as an upsample when it upscales by integers."""
+def _size_factors(x: Value, size: list[int]) -> tuple[list[int], list[int]]:
+    """Per axis (upscale, downscale) integer factors taking x's last two axes to ``size``."""
     hw = _hw(x)
-    if hw is None or any(m % n for m, n in zip(size, hw)):
-        raise LoweringError(f"nearest-neighbour resizing {hw or 'a flexible size'} -> {size}: the upsample layer "
-                            "repeats pixels by integer factors only")
-    p = single(e, op, "upsample", [e.blob(x)])
+    if hw is None or any(m % n and n % m for m, n in zip(size, hw)):
+        raise LoweringError(f"nearest-neighbour resizing {hw or 'a flexible size'} -> {size}: the layers repeat or "
+                            "skip pixels by integer factors only")
+    return [m // n if m >= n else 1 for m, n in zip(size, hw)], [n // m if n > m else 1 for m, n in zip(size, hw)]
+
+
+def _nearest_to(e: NetworkEmitter, op: Op, x: Value, size: list[int], up: list[int], down: list[int],
+                starts: list[int]) -> None:
+    """Nearest resize of x's last two axes to ``size``: integer upscaling repeats pixels
+    (``upsample`` NN; every nearest rule gives source ``i // f`` then), integer downscaling keeps
+    every f-th pixel from ``starts`` (``sliceStatic``)."""
+    src, out = e.blob(x), e.define(op.outputs[0])
+    if any(f > 1 for f in down):
+        r = rank(x)
+        sliced = out if all(f == 1 for f in up) else e.fresh(f"{op.name}_subsampled")
+        p = e.layer("sliceStatic", f"{op.name}_subsampled", [src], [sliced])
+        p.beginIds.extend([0] * (r - 2) + starts)
+        p.beginMasks.extend([True] * (r - 2) + [False, False])
+        p.endIds.extend([0] * (r - 2) + [b + (m - 1) * f + 1 for b, m, f in zip(starts, size, down)])
+        p.endMasks.extend([True] * (r - 2) + [False, False])
+        p.strides.extend([1] * (r - 2) + down)
+        src = sliced
+    if all(f == 1 for f in up):
+        if src != out:  # no resize at all
+            e.bind(op.outputs[0], src)
+        return
+    p = e.layer("upsample", op.name, [src], [out])
     p.mode = nn.UpsampleLayerParams.NN
-    p.scalingFactor.extend(m // n for m, n in zip(size, hw))
+    p.scalingFactor.extend(up)
 
 
-@lowering("resize_nearest_neighbor", note="upsample NN (integer upscaling)")
+def _half_pixel(x: Value, size: list[int]) -> tuple[list[int], list[int], list[int]]:
+    """Factors and first source pixels of the half-pixel rule ``floor((i + 0.5) * in / out)``:
+    ``i * f + f // 2`` when downscaling by an integer f."""
+    up, down = _size_factors(x, size)
+    return up, down, [f // 2 for f in down]
+
+
+@lowering("resize_nearest_neighbor", note="upsample NN / sliceStatic (integer up- or downscaling)")
 def _resize_nearest(e: NetworkEmitter, op: Op) -> None:
     size = [int(_number(e, op, "target_size_height")), int(_number(e, op, "target_size_width"))]
-    _nearest_to(e, op, op.inputs["x"], size)
+    _nearest_to(e, op, op.inputs["x"], size, *_half_pixel(op.inputs["x"], size))
 
 
 @lowering("resize", note="resizeBilinear / upsample for a constant target shape over the last two axes")
@@ -184,7 +223,7 @@ def _resize(e: NetworkEmitter, op: Op) -> None:
     size = out[-2:]
     mode = text(e, op, "sampling_mode")
     if text(e, op, "interpolation_mode") == "NEAREST_NEIGHBOR":
-        _nearest_to(e, op, x, size)
+        _nearest_to(e, op, x, size, *_half_pixel(x, size))
         return
     _float_only(x, "LINEAR resize")
     if n == 1 and mode == "OFFSET_CORNERS":
