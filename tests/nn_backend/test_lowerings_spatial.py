@@ -140,12 +140,19 @@ def test_space_to_batch_and_batch_to_space(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"transpose": 2, "reorganizeData": 1, "crop": 1}
 
 
-def test_non_square_blocks_are_refused(tmp_path: Path) -> None:
-    x = _r(1, 2, 4, 6)
-    prog = program({"x": x}, lambda b, x: [b.space_to_batch(x=x, block_shape=np.array([2, 3], np.int32),
-                                                            paddings=np.zeros((2, 2), np.int32), name="y")])
-    with pytest.raises(UnsupportedError, match="square blocks"):
-        run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")
+def test_unequal_blocks_are_reshapes_and_transposes(tmp_path: Path) -> None:
+    x = _r(2, 3, 5, 4)
+    pads = [[0, 1], [2, 0]]
+    block = np.array([2, 3], np.int32)
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.space_to_batch(x=x, block_shape=block,
+                                                                        paddings=np.array(pads, np.int32), name="y")])
+    want = _space_to_batch(x, (2, 3), pads)
+    assert_close(got["y"], want)
+    assert layer_kinds(path) == {"padding": 1, "reshapeStatic": 3, "transpose": 2}
+    got, path = _run(tmp_path, {"x": want}, lambda b, x: [b.batch_to_space(x=x, block_shape=block,
+                                                                           crops=np.array(pads, np.int32), name="y")])
+    assert_close(got["y"], x)
+    assert layer_kinds(path) == {"reshapeStatic": 3, "transpose": 2, "crop": 1}
 
 
 def test_sliding_windows(tmp_path: Path) -> None:

@@ -5,7 +5,8 @@ pixel_shuffle, pixel_unshuffle, batch_to_space, space_to_batch) and sliding_wind
 index (the proto's example), which is MIL's depth_to_space / space_to_depth; PIXEL_SHUFFLE puts it
 innermost (PyTorch's order). pixel_unshuffle has no mode: SPACE_TO_DEPTH then a ``gather`` of the
 channels into the inner order. The batch/space ops move the batch axis to the channel position
-(``transpose``) and use the same layers, as coremltools does; that needs square blocks.
+(``transpose``) and use the same layers, as coremltools does, for square blocks; other blocks are
+reshapes and transposes of rank <= 5 (static shapes).
 """
 
 from __future__ import annotations
@@ -109,35 +110,57 @@ def _transpose_nc(e: NetworkEmitter, src: str, name: str, out: str | None = None
     return dst
 
 
-def _square_block(e: NetworkEmitter, op: Op) -> int:
-    block = ints(e, op, "block_shape")
-    if block[0] != block[1]:
-        raise LoweringError(f"block_shape {block}: reorganizeData moves square blocks only")
-    return block[0]
+def _blocks(e: NetworkEmitter, op: Op) -> tuple[int, int]:
+    bh, bw = ints(e, op, "block_shape")
+    return bh, bw
+
+
+def _static_nchw(v: Value, what: str) -> list[int]:
+    shape = static_shape(v)
+    if shape is None:
+        raise LoweringError(f"{what} with unequal block sizes needs static shapes (reshapes with fixed sizes)")
+    return shape
+
+
+def _chain(e: NetworkEmitter, op: Op, src: str, steps: list[tuple[str, list[int]]], out: str) -> str:
+    """``reshapeStatic`` / ``transpose`` layers one after the other; the last writes ``out``."""
+    for i, (kind, values) in enumerate(steps):
+        dst = out if i == len(steps) - 1 else e.fresh(f"{op.name}_{i}")
+        params = e.layer("reshapeStatic" if kind == "reshape" else "transpose", f"{op.name}_{i}", [src], [dst])
+        (params.targetShape if kind == "reshape" else params.axes).extend(values)
+        src = dst
+    return src
 
 
 @lowering("batch_to_space", kind="decomposed", note="transpose + reorganizeData DEPTH_TO_SPACE + transpose + crop "
-                                                    "(square blocks)")
+                                                    "(square blocks; others: reshapes and transposes of rank <= 5)")
 def _batch_to_space(e: NetworkEmitter, op: Op) -> None:
     """Batch ``(i_h * b + i_w) * N + n`` is DEPTH_TO_SPACE's channel order once batch and channels
     swap places."""
-    b = _square_block(e, op)
+    bh, bw = _blocks(e, op)
     crops = np.asarray(e.const_param(op, "crops")).astype(int).tolist()
     out = e.define(op.outputs[0])
-    t = _transpose_nc(e, x_blob(e, op), f"{op.name}_cn")
-    moved = e.fresh(f"{op.name}_d2s")
-    _reorganize(e, f"{op.name}_d2s", t, moved, nn.ReorganizeDataLayerParams.DEPTH_TO_SPACE, b)
-    if not any(v for pair in crops for v in pair):
-        _transpose_nc(e, moved, f"{op.name}_nc", out)
-        return
-    back = _transpose_nc(e, moved, f"{op.name}_nc")
-    _set_border(e.layer("crop", op.name, [back], [out]).cropAmounts, [tuple(crops[0]), tuple(crops[1])])
+    cropped = any(v for pair in crops for v in pair)
+    moved_out = e.fresh(f"{op.name}_uncropped") if cropped else out
+    if bh == bw:
+        t = _transpose_nc(e, x_blob(e, op), f"{op.name}_cn")
+        moved = e.fresh(f"{op.name}_d2s")
+        _reorganize(e, f"{op.name}_d2s", t, moved, nn.ReorganizeDataLayerParams.DEPTH_TO_SPACE, bh)
+        _transpose_nc(e, moved, f"{op.name}_nc", moved_out)
+    else:  # [bh, bw*n*c, h, w] -> H interleaved; then [bw, n, c, H, w] -> W interleaved
+        nb, c, h, w = _static_nchw(op.inputs["x"], "batch_to_space")
+        n = nb // (bh * bw)
+        _chain(e, op, x_blob(e, op), [
+            ("reshape", [bh, bw * n * c, h, w]), ("transpose", [1, 2, 0, 3]), ("reshape", [bw, n, c, h * bh, w]),
+            ("transpose", [1, 2, 3, 4, 0]), ("reshape", [n, c, h * bh, w * bw])], moved_out)
+    if cropped:
+        _set_border(e.layer("crop", op.name, [moved_out], [out]).cropAmounts, [tuple(crops[0]), tuple(crops[1])])
 
 
 @lowering("space_to_batch", kind="decomposed", note="padding + transpose + reorganizeData SPACE_TO_DEPTH + transpose "
-                                                    "(square blocks)")
+                                                    "(square blocks; others: reshapes and transposes of rank <= 5)")
 def _space_to_batch(e: NetworkEmitter, op: Op) -> None:
-    b = _square_block(e, op)
+    bh, bw = _blocks(e, op)
     pads = np.asarray(e.const_param(op, "paddings")).astype(int).tolist()
     src = x_blob(e, op)
     if any(v for pair in pads for v in pair):
@@ -146,10 +169,19 @@ def _space_to_batch(e: NetworkEmitter, op: Op) -> None:
         p.constant.value = 0.0
         _set_border(p.paddingAmounts, [tuple(pads[0]), tuple(pads[1])])
         src = padded
-    t = _transpose_nc(e, src, f"{op.name}_cn")
-    moved = e.fresh(f"{op.name}_s2d")
-    _reorganize(e, f"{op.name}_s2d", t, moved, nn.ReorganizeDataLayerParams.SPACE_TO_DEPTH, b)
-    _transpose_nc(e, moved, op.name, e.define(op.outputs[0]))
+    out = e.define(op.outputs[0])
+    if bh == bw:
+        t = _transpose_nc(e, src, f"{op.name}_cn")
+        moved = e.fresh(f"{op.name}_s2d")
+        _reorganize(e, f"{op.name}_s2d", t, moved, nn.ReorganizeDataLayerParams.SPACE_TO_DEPTH, bh)
+        _transpose_nc(e, moved, op.name, out)
+        return
+    n, c, hh, ww = _static_nchw(op.inputs["x"], "space_to_batch")
+    hh, ww = hh + sum(pads[0]), ww + sum(pads[1])
+    h, w = hh // bh, ww // bw
+    _chain(e, op, src, [
+        ("reshape", [n, c, hh, w, bw]), ("transpose", [4, 0, 1, 2, 3]), ("reshape", [bw * n * c, h, bh, w]),
+        ("transpose", [2, 0, 1, 3]), ("reshape", [bh * bw * n, c, h, w])], out)
 
 
 @lowering("sliding_windows", note="slidingWindows")
