@@ -224,3 +224,18 @@ def test_crop_resize_ios17_boxes_and_indices(tmp_path: Path) -> None:
     want = np.stack([_tf_crop_and_resize(x[k], bx * scale, (4, 2)) for bx, k in zip(boxes, idx)])
     assert_close(got["y"], want)
     assert layer_kinds(path)["cropResize"] == 1 and layer_kinds(path)["squeeze"] == 1
+
+
+def test_resize_ios17_of_the_last_axis_only(tmp_path: Path) -> None:
+    x = _r(2, 3, 6)
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.resize(
+        x=x, shape=np.array([9], np.int32), resized_dims=np.uint32(1), interpolation_mode="LINEAR",
+        sampling_mode="DEFAULT", name="y")], opset="iOS17")
+    want = _lerp_rows(x.astype(np.float64), 2, _default_grid(6, 9))  # H (3) is not resampled
+    assert_close(got["y"], want)
+    assert layer_kinds(path) == {"resizeBilinear": 1}
+    prog = program({"x": x}, lambda b, x: [b.resize(
+        x=x, shape=np.array([9], np.int32), resized_dims=np.uint32(1), interpolation_mode="LINEAR",
+        sampling_mode="OFFSET_CORNERS", name="y")], opset="iOS17")
+    with pytest.raises(UnsupportedError, match="OFFSET_CORNERS"):
+        run_nn(prog, {"x": x}, tmp_path / "n.mlmodel")

@@ -64,6 +64,14 @@ def test_constant_pad_by_runtime_amounts(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"constantPad": 1}
 
 
+def test_reflect_pad_of_a_vector_pads_a_row(tmp_path: Path) -> None:
+    x = _r(6)
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.pad(x=x, pad=np.array([3, 1], np.int32), mode="reflect",
+                                                             name="y")])
+    assert_close(got["y"], F.pad(torch.from_numpy(x)[None], (3, 1), mode="reflect")[0].numpy())
+    assert layer_kinds(path) == {"expandDims": 1, "padding": 1, "squeeze": 1}
+
+
 def test_reflect_pad_of_a_third_axis_is_refused(tmp_path: Path) -> None:
     x = _r(3, 4, 5)
     prog = program({"x": x}, lambda b, x: [b.pad(x=x, pad=np.array([1, 1, 0, 0, 1, 1], np.int32), mode="reflect",
@@ -162,3 +170,13 @@ def test_sliding_windows(tmp_path: Path) -> None:
     want = np.stack([x[:, i * 3:i * 3 + 4, :] for i in range(m)], axis=1)
     assert_close(got["y"], want)
     assert layer_kinds(path) == {"slidingWindows": 1}
+
+
+def test_ops_json_entries_of_the_family() -> None:
+    from converter.backends.neuralnetwork.lowering import neuralnetwork_entry
+
+    assert neuralnetwork_entry("conv")["status"] == "direct"
+    assert neuralnetwork_entry("pixel_unshuffle")["status"] == "decomposed"
+    for op in ("resample", "affine"):
+        entry = neuralnetwork_entry(op)
+        assert entry["status"] == "unsupported" and "grid-sample" in entry["reason"]

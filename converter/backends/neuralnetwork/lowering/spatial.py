@@ -53,6 +53,15 @@ def _pad(e: NetworkEmitter, op: Op) -> None:
             p.constant.value = value
         _set_border(p.paddingAmounts, pairs[-2:])
         return
+    if r == 1 and mode != "constant":  # the padding layer needs rank >= 2: pad [1, L] and drop the 1
+        row = e.fresh(f"{op.name}_row")
+        e.layer("expandDims", f"{op.name}_row", [e.blob(x)], [row]).axes.append(0)
+        padded = e.fresh(f"{op.name}_padded")
+        p = e.layer("padding", f"{op.name}_padded", [row], [padded])
+        getattr(p, _PADDING_KINDS[mode]).SetInParent()
+        _set_border(p.paddingAmounts, [(0, 0), pairs[0]])
+        e.layer("squeeze", op.name, [padded], [e.define(op.outputs[0])]).axes.append(0)
+        return
     if mode != "constant":
         raise LoweringError(f"'{mode}' padding of axes other than the last two: the padding layer pads only H and W")
     p = single(e, op, "constantPad")
