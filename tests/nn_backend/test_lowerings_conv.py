@@ -111,8 +111,18 @@ def test_conv_with_a_runtime_weight_is_a_two_input_convolution(tmp_path: Path) -
         x=x, weight=w, bias=b, strides=[1, 2], pad_type="custom", pad=[0, 1, 2, 0], groups=2, name="y")])
     want = F.conv2d(F.pad(_t(x), (2, 0, 0, 1)), _t(w), _t(b), stride=(1, 2), groups=2)
     assert_close(got["y"], want.numpy())
-    (layer,) = _layers(path)
-    assert list(layer.input) == ["x", "w"] and not layer.convolution.HasField("weights")
+    # Core ML's validator: no static bias beside a weight input, so the bias is added after
+    assert layer_kinds(path) == {"convolution": 1, "loadConstantND": 1, "addBroadcastable": 1}
+    conv = next(layer for layer in _layers(path) if layer.WhichOneof("layer") == "convolution")
+    assert list(conv.input) == ["x", "w"] and not conv.convolution.HasField("weights")
+    assert not conv.convolution.hasBias
+
+
+def test_a_dilated_conv_with_a_runtime_weight_is_refused(tmp_path: Path) -> None:
+    x, w = _r(1, 2, 6, 6), _r(2, 2, 2, 2)
+    prog = program({"x": x, "w": w}, lambda bb, x, w: [bb.conv(x=x, weight=w, dilations=[1, 2], name="y")])
+    with pytest.raises(UnsupportedError, match="weight input only undilated"):
+        run_nn(prog, {"x": x, "w": w}, tmp_path / "m.mlmodel")
 
 
 def test_conv_with_a_runtime_bias_adds_it_after(tmp_path: Path) -> None:

@@ -115,6 +115,12 @@ def test_upsample_bilinear_without_half_pixel_centres_is_the_default_mode(tmp_pa
         half_pixel_centers=False, name="y")], opset="iOS16")
     assert_close(got["y"], _bilinear(x, (9, 10), _default_grid))
     assert _layer(path).upsample.linearUpsampleMode == 0  # DEFAULT
+    # fractional factors: Core ML allows them only with ALIGN_CORNERS_*, so a resizeBilinear
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.upsample_bilinear(
+        x=x, scale_factor_height=np.float32(1.5), scale_factor_width=np.float32(2.5), align_corners=False,
+        half_pixel_centers=False, name="y")], opset="iOS16")
+    assert_close(got["y"], _bilinear(x, (4, 12), _default_grid))
+    assert layer_kinds(path) == {"resizeBilinear": 1}
 
 
 # -- resize ops ------------------------------------------------------------------------------------

@@ -64,11 +64,14 @@ def test_constant_pad_by_runtime_amounts(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"constantPad": 1}
 
 
-def test_reflect_pad_of_a_vector_pads_a_row(tmp_path: Path) -> None:
-    x = _r(6)
-    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.pad(x=x, pad=np.array([3, 1], np.int32), mode="reflect",
+@pytest.mark.parametrize("shape,pad", [((6,), [3, 1]), ((4, 5), [1, 2, 3, 0])])
+def test_reflect_pad_below_rank_3_pads_a_rank_3_view(tmp_path: Path, shape: tuple, pad: list) -> None:
+    x = _r(*shape)  # Core ML's padding layer takes rank >= 3
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.pad(x=x, pad=np.array(pad, np.int32), mode="reflect",
                                                              name="y")])
-    assert_close(got["y"], F.pad(torch.from_numpy(x)[None], (3, 1), mode="reflect")[0].numpy())
+    torch_pad = tuple(v for i in range(len(pad) - 2, -1, -2) for v in pad[i:i + 2])
+    want = F.pad(torch.from_numpy(x)[None, None], torch_pad, mode="reflect")[0, 0].numpy()
+    assert_close(got["y"], want)
     assert layer_kinds(path) == {"expandDims": 1, "padding": 1, "squeeze": 1}
 
 
@@ -101,6 +104,13 @@ def test_depth_to_space_and_back_match_the_spec_example(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"reorganizeData": 1}
     got, _ = _run(tmp_path, {"x": _SPEC_D2S}, lambda b, x: [b.space_to_depth(x=x, block_size=2, name="y")])
     assert_close(got["y"], _SPEC_IN)
+
+
+def test_block_size_1_writes_no_reorganize_layer(tmp_path: Path) -> None:
+    x = _r(1, 4, 2, 3)  # Core ML refuses blockSize < 2; the op is the identity
+    got, path = _run(tmp_path, {"x": x}, lambda b, x: [b.relu(x=b.depth_to_space(x=x, block_size=1), name="y")])
+    assert_close(got["y"], np.maximum(x, 0))
+    assert "reorganizeData" not in layer_kinds(path)
 
 
 def test_pixel_shuffle_matches_the_spec_example_and_torch(tmp_path: Path) -> None:

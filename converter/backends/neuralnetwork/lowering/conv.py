@@ -31,11 +31,11 @@ from .registry import lowering
 
 
 def _weights_pair(weight: np.ndarray, bias: np.ndarray | None) -> tuple[np.ndarray, np.ndarray | None]:
-    """Weight and bias in one precision (Core ML rejects a layer whose weights and bias differ):
-    fp16 only when both are fp16, else both fp32 (exact)."""
+    """Weight and bias in one precision (Core ML's validator rejects a convolution whose weights and
+    bias differ; the IR gives both one dtype, this keeps it so): fp16 when both are, else fp32."""
     if bias is None:
         return weight, None
-    if weight.dtype == np.float16 and bias.dtype == np.float16:
+    if weight.dtype == bias.dtype == np.float16:
         return weight, bias
     return weight.astype(np.float32, copy=False), bias.astype(np.float32, copy=False)
 
@@ -75,10 +75,16 @@ def _out_blob(e: NetworkEmitter, op: Op, one_d: bool) -> tuple[str, str]:
 
 
 def _add_runtime_bias(e: NetworkEmitter, op: Op, blob: str, out: str, n_spatial: int) -> None:
-    """``blob + bias[C, 1, ...]`` for a bias computed at run time (iOS17)."""
-    bias = e.blob(op.inputs["bias"])
-    shaped = e.fresh(f"{op.name}_bias_shaped")
-    e.layer("expandDims", f"{op.name}_bias_shaped", [bias], [shaped]).axes.extend(range(1, n_spatial + 1))
+    """``blob + bias[C, 1, ...]`` for a bias computed at run time (iOS17) or a constant one beside a
+    run-time weight (Core ML's convolution has no static bias then)."""
+    bias_v = op.inputs["bias"]
+    const = e.const(bias_v)
+    if const is not None:
+        shaped = e.load_constant(None, np.asarray(const).reshape((-1,) + (1,) * n_spatial), f"{op.name}_bias")
+    else:
+        shaped = e.fresh(f"{op.name}_bias_shaped")
+        e.layer("expandDims", f"{op.name}_bias_shaped", [e.blob(bias_v)], [shaped]).axes.extend(
+            range(1, n_spatial + 1))
     e.layer("addBroadcastable", f"{op.name}_bias", [blob, shaped], [out])
 
 
@@ -88,7 +94,7 @@ def _conv(e: NetworkEmitter, op: Op) -> None:
     c = _Conv(e, op, transpose=False)
     weight = e.const(c.w_value)
     bias = c.bias_const()
-    runtime_bias = op_input(op, "bias") is not None and bias is None
+    runtime_bias = op_input(op, "bias") is not None and (bias is None or weight is None)
     if c.n_spatial == 3:
         if weight is None:
             raise LoweringError("a 3-D conv needs a constant weight (convolution3d has no weight input)")
@@ -104,6 +110,9 @@ def _conv(e: NetworkEmitter, op: Op) -> None:
     c_out, k_c = c.w_shape[0], c.w_shape[1]
     inputs = [x]
     if weight is None:
+        if any(d > 1 for d in win.dilations):
+            raise LoweringError("a dilated conv with a run-time weight: Core ML's convolution takes a weight input "
+                                "only undilated")
         w_blob = e.blob(c.w_value)
         if one_d:
             w_blob = expand_h(e, w_blob, f"{op.name}_weight")
@@ -118,12 +127,10 @@ def _conv(e: NetworkEmitter, op: Op) -> None:
     if weight is not None:
         w, b = _weights_pair(_float_weights(np.asarray(weight)), bias)
         e.weights(p.weights, w.reshape(c_out, k_c, *win.kernel))
-    else:
-        b = bias.astype(np.float32) if bias is not None else None
-    if b is not None:
-        p.hasBias = True
-        e.weights(p.bias, b)
-    if runtime_bias:
+        if b is not None:
+            p.hasBias = True
+            e.weights(p.bias, b)
+    if runtime_bias:  # computed at run time, or beside a run-time weight (no static bias then)
         _add_runtime_bias(e, op, conv_out, layer_out, 2)
     if one_d:
         squeeze_h(e, layer_out, out, op.name)

@@ -104,9 +104,14 @@ def _upsample_bilinear(e: NetworkEmitter, op: Op) -> None:
     scales = [_number(e, op, "scale_factor_height"), _number(e, op, "scale_factor_width")]
     if not _integral(scales):
         out = static_shape(op.outputs[0])
-        if out is None or not _scaled_sizes_agree(op.inputs["x"], scales, out[-2:]):
-            raise LoweringError(f"fractional factors {scales} need static sizes the layer's floor(size * factor) "
-                                "reproduces")
+        if out is None:
+            raise LoweringError(f"fractional factors {scales} of a flexible size: the output size must be static")
+        if mode == "DEFAULT":  # Core ML takes fractional factors only with the ALIGN_CORNERS_* modes
+            _resize_linear(e, op, op.inputs["x"], out[-2:], mode)
+            return
+        if not _scaled_sizes_agree(op.inputs["x"], scales, out[-2:]):
+            raise LoweringError(f"fractional factors {scales}: the layer's floor(size * factor) does not give the "
+                                f"op's size {out[-2:]}")
     _upsample(e, op, scales, nearest=False, linear_mode=mode)
 
 

@@ -30,7 +30,7 @@ def _set_border(amounts: nn.BorderAmounts, pairs: list[tuple[int, int]]) -> None
         edge.startEdgeSize, edge.endEdgeSize = before, after
 
 
-@lowering("pad", note="padding (last two axes, any mode) or constantPad (constant, any axes; spec 4)")
+@lowering("pad", note="padding (last two axes of rank >= 3, any mode) or constantPad (constant, any axes; spec 4)")
 def _pad(e: NetworkEmitter, op: Op) -> None:
     x: Value = op.inputs["x"]
     r = rank(x)
@@ -45,28 +45,34 @@ def _pad(e: NetworkEmitter, op: Op) -> None:
         return
     flat = [int(v) for v in np.asarray(pad_v).reshape(-1)]
     pairs = [(0, 0)] * (r - len(flat) // 2) + [(flat[i], flat[i + 1]) for i in range(0, len(flat), 2)]
-    if r >= 2 and not any(b or a for b, a in pairs[:-2]):
-        p = single(e, op, "padding")
-        kind = _PADDING_KINDS[mode]
-        getattr(p, kind).SetInParent()
-        if kind == "constant":
-            p.constant.value = value
-        _set_border(p.paddingAmounts, pairs[-2:])
+    last_two = [(0, 0)] * max(2 - r, 0) + pairs[-2:]
+    if r >= 3 and not any(b or a for b, a in pairs[:-2]):
+        _padding_layer(e, op.name, e.blob(x), e.define(op.outputs[0]), mode, value, last_two)
         return
-    if r == 1 and mode != "constant":  # the padding layer needs rank >= 2: pad [1, L] and drop the 1
-        row = e.fresh(f"{op.name}_row")
-        e.layer("expandDims", f"{op.name}_row", [e.blob(x)], [row]).axes.append(0)
+    if mode == "constant":
+        p = single(e, op, "constantPad")
+        p.value = value
+        p.padAmounts.extend(v for pair in pairs for v in pair)
+        return
+    if r < 3:  # the padding layer needs rank >= 3: pad [1, (1,) H, W] and drop the leading 1s
+        lead = list(range(3 - r))
+        grown = e.fresh(f"{op.name}_rank3")
+        e.layer("expandDims", f"{op.name}_rank3", [e.blob(x)], [grown]).axes.extend(lead)
         padded = e.fresh(f"{op.name}_padded")
-        p = e.layer("padding", f"{op.name}_padded", [row], [padded])
-        getattr(p, _PADDING_KINDS[mode]).SetInParent()
-        _set_border(p.paddingAmounts, [(0, 0), pairs[0]])
-        e.layer("squeeze", op.name, [padded], [e.define(op.outputs[0])]).axes.append(0)
+        _padding_layer(e, f"{op.name}_padded", grown, padded, mode, value, last_two)
+        e.layer("squeeze", op.name, [padded], [e.define(op.outputs[0])]).axes.extend(lead)
         return
-    if mode != "constant":
-        raise LoweringError(f"'{mode}' padding of axes other than the last two: the padding layer pads only H and W")
-    p = single(e, op, "constantPad")
-    p.value = value
-    p.padAmounts.extend(v for pair in pairs for v in pair)
+    raise LoweringError(f"'{mode}' padding of axes other than the last two: the padding layer pads only H and W")
+
+
+def _padding_layer(e: NetworkEmitter, name: str, src: str, out: str, mode: str, value: float,
+                   pairs: list[tuple[int, int]]) -> None:
+    p = e.layer("padding", name, [src], [out])
+    kind = _PADDING_KINDS[mode]
+    getattr(p, kind).SetInParent()
+    if kind == "constant":
+        p.constant.value = value
+    _set_border(p.paddingAmounts, pairs)
 
 
 @lowering("crop", note="crop (cropAmounts)")
@@ -76,6 +82,7 @@ def _crop(e: NetworkEmitter, op: Op) -> None:
 
 
 def _reorganize(e: NetworkEmitter, name: str, src: str, out: str, mode: int, block: int) -> None:
+    """A reorganizeData layer (Core ML requires blockSize >= 2: callers handle block 1)."""
     p = e.layer("reorganizeData", name, [src], [out])
     p.mode, p.blockSize = mode, block
     if mode == nn.ReorganizeDataLayerParams.PIXEL_SHUFFLE:
@@ -91,6 +98,9 @@ _REORGANIZE = {"depth_to_space": ("block_size", nn.ReorganizeDataLayerParams.DEP
 def _block_rearrange(e: NetworkEmitter, op: Op) -> None:
     key, mode = _REORGANIZE[op.type]
     block = int(np.asarray(e.const_param(op, key)).reshape(-1)[0])
+    if block == 1:  # the identity; Core ML refuses blockSize 1
+        e.bind(op.outputs[0], x_blob(e, op))
+        return
     _reorganize(e, op.name, x_blob(e, op), e.define(op.outputs[0]), mode, block)
 
 
@@ -102,11 +112,11 @@ def _pixel_unshuffle(e: NetworkEmitter, op: Op) -> None:
     c = shape[1] if shape is not None else op.inputs["x"].type.shape[1]  # type: ignore[union-attr]
     if not isinstance(c, (int, np.integer)):
         raise LoweringError("pixel_unshuffle needs a static channel count (the channel order is a constant gather)")
+    if f == 1:
+        e.bind(op.outputs[0], x_blob(e, op))
+        return
     s2d = e.fresh(f"{op.name}_s2d")
     _reorganize(e, f"{op.name}_s2d", x_blob(e, op), s2d, nn.ReorganizeDataLayerParams.SPACE_TO_DEPTH, f)
-    if f == 1:
-        e.bind(op.outputs[0], s2d)
-        return
     k = np.arange(int(c) * f * f)
     order = e.load_constant(None, ((k % (f * f)) * int(c) + k // (f * f)).astype(np.float32), f"{op.name}_order")
     e.layer("gather", op.name, [s2d, order], [e.define(op.outputs[0])]).axis = -3
@@ -148,22 +158,28 @@ def _batch_to_space(e: NetworkEmitter, op: Op) -> None:
     swap places."""
     bh, bw = _blocks(e, op)
     crops = np.asarray(e.const_param(op, "crops")).astype(int).tolist()
-    out = e.define(op.outputs[0])
     cropped = any(v for pair in crops for v in pair)
-    moved_out = e.fresh(f"{op.name}_uncropped") if cropped else out
-    if bh == bw:
-        t = _transpose_nc(e, x_blob(e, op), f"{op.name}_cn")
-        moved = e.fresh(f"{op.name}_d2s")
-        _reorganize(e, f"{op.name}_d2s", t, moved, nn.ReorganizeDataLayerParams.DEPTH_TO_SPACE, bh)
-        _transpose_nc(e, moved, f"{op.name}_nc", moved_out)
+    src = x_blob(e, op)
+    if (bh, bw) == (1, 1) and not cropped:
+        e.bind(op.outputs[0], src)
+        return
+    out = e.define(op.outputs[0])
+    moved = src if (bh, bw) == (1, 1) else e.fresh(f"{op.name}_uncropped") if cropped else out
+    if (bh, bw) == (1, 1):
+        pass
+    elif bh == bw:
+        t = _transpose_nc(e, src, f"{op.name}_cn")
+        d2s = e.fresh(f"{op.name}_d2s")
+        _reorganize(e, f"{op.name}_d2s", t, d2s, nn.ReorganizeDataLayerParams.DEPTH_TO_SPACE, bh)
+        _transpose_nc(e, d2s, f"{op.name}_nc", moved)
     else:  # [bh, bw*n*c, h, w] -> H interleaved; then [bw, n, c, H, w] -> W interleaved
         nb, c, h, w = _static_nchw(op.inputs["x"], "batch_to_space")
         n = nb // (bh * bw)
-        _chain(e, op, x_blob(e, op), [
+        _chain(e, op, src, [
             ("reshape", [bh, bw * n * c, h, w]), ("transpose", [1, 2, 0, 3]), ("reshape", [bw, n, c, h * bh, w]),
-            ("transpose", [1, 2, 3, 4, 0]), ("reshape", [n, c, h * bh, w * bw])], moved_out)
+            ("transpose", [1, 2, 3, 4, 0]), ("reshape", [n, c, h * bh, w * bw])], moved)
     if cropped:
-        _set_border(e.layer("crop", op.name, [moved_out], [out]).cropAmounts, [tuple(crops[0]), tuple(crops[1])])
+        _set_border(e.layer("crop", op.name, [moved], [out]).cropAmounts, [tuple(crops[0]), tuple(crops[1])])
 
 
 @lowering("space_to_batch", kind="decomposed", note="padding + transpose + reorganizeData SPACE_TO_DEPTH + transpose "
@@ -178,6 +194,9 @@ def _space_to_batch(e: NetworkEmitter, op: Op) -> None:
         p.constant.value = 0.0
         _set_border(p.paddingAmounts, [tuple(pads[0]), tuple(pads[1])])
         src = padded
+    if (bh, bw) == (1, 1):  # only the padding
+        e.bind(op.outputs[0], src)
+        return
     out = e.define(op.outputs[0])
     if bh == bw:
         t = _transpose_nc(e, src, f"{op.name}_cn")
