@@ -13,6 +13,8 @@ import numpy as np
 import pytest
 import torch
 import torch.nn.functional as F
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from converter.errors import UnsupportedError
 from converter.formats.model_file import read_model_file
@@ -328,3 +330,46 @@ def test_a_runtime_conv_transpose_weight_is_refused_with_the_reason(tmp_path: Pa
     prog = program({"x": x, "w": w}, lambda bb, x, w: [bb.conv_transpose(x=x, weight=w, name="y")], opset="iOS17")
     with pytest.raises(UnsupportedError, match="conv_transpose 'y'.*only convolution takes its weight"):
         run_nn(prog, {"x": x, "w": w}, tmp_path / "m.mlmodel")
+
+
+# -- random windows (hypothesis): conv and conv_transpose against torch -----------------------------
+
+
+@st.composite
+def _windows(draw: st.DrawFn) -> dict:
+    groups = draw(st.sampled_from([1, 2]))
+    kernel = [draw(st.integers(1, 3)) for _ in range(2)]
+    return {"groups": groups, "c_in": groups * draw(st.integers(1, 2)), "c_out": groups * draw(st.integers(1, 2)),
+            "kernel": kernel, "strides": [draw(st.integers(1, 3)) for _ in range(2)],
+            "dilations": [draw(st.integers(1, 2)) for _ in range(2)],
+            "pad": [draw(st.integers(0, 2)) for _ in range(4)], "size": [draw(st.integers(5, 8)) for _ in range(2)]}
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(w=_windows())
+def test_random_conv_windows_match_torch(tmp_path: Path, w: dict) -> None:
+    x = _r(1, w["c_in"], *w["size"])
+    weight = _r(w["c_out"], w["c_in"] // w["groups"], *w["kernel"])
+    t, b, le, r = w["pad"]
+    got, _ = _run(tmp_path, {"x": x}, lambda bb, x: [bb.conv(
+        x=x, weight=weight, strides=w["strides"], dilations=w["dilations"], pad_type="custom", pad=[t, b, le, r],
+        groups=w["groups"], name="y")])
+    want = F.conv2d(F.pad(_t(x), (le, r, t, b)), _t(weight), stride=w["strides"], dilation=w["dilations"],
+                    groups=w["groups"])
+    assert_close(got["y"], want.numpy())
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(w=_windows())
+def test_random_conv_transpose_windows_match_torch(tmp_path: Path, w: dict) -> None:
+    x = _r(1, w["c_in"], *w["size"])
+    weight = _r(w["c_in"], w["c_out"] // w["groups"], *w["kernel"])
+    t, b, le, r = w["pad"]
+    full = F.conv_transpose2d(_t(x), _t(weight), stride=w["strides"], dilation=w["dilations"],
+                              groups=w["groups"]).numpy()
+    if full.shape[2] <= t + b or full.shape[3] <= le + r:
+        return  # the pads would remove the whole output
+    got, _ = _run(tmp_path, {"x": x}, lambda bb, x: [bb.conv_transpose(
+        x=x, weight=weight, strides=w["strides"], dilations=w["dilations"], pad_type="custom", pad=[t, b, le, r],
+        groups=w["groups"], name="y")])
+    assert_close(got["y"], full[:, :, t:full.shape[2] - b, le:full.shape[3] - r])

@@ -75,7 +75,8 @@ def read_window(e: NetworkEmitter, op: Op, kernel: list[int], *, dilations: bool
     return WindowParams(list(kernel), strides, dil, pad_type, pads)
 
 
-def spatial_sizes(v: Value, what: str = "the input") -> list[int] | None:
+def spatial_sizes(v: Value) -> list[int] | None:
+    """The static spatial sizes of ``[N, C, *spatial]`` (None when any dim is symbolic)."""
     shape = static_shape(v)
     return None if shape is None else shape[2:]
 
