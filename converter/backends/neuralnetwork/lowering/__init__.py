@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, neuralnetwork_entry, unsupported
 
-_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing")
+_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing", "conv", "pool", "spatial", "resize")
 
 
 def load_all() -> None:
