@@ -28,3 +28,13 @@ def scalar(v: Any, what: str) -> float:
     if arr.size != 1:
         raise LoweringError(f"{what} must be a scalar, got shape {list(arr.shape)}")
     return float(arr.reshape(()))
+
+
+def same_precision(*arrays: Any) -> list[Any]:
+    """The weight arrays of one layer in one precision: fp16 only when every one is fp16, else all
+    fp32 (Core ML's validator rejects a layer mixing ``float16Value`` and ``floatValue`` weights,
+    e.g. an fp16 weight with an fp32 bias). None entries (absent weights) stay None."""
+    present = [np.asarray(a) for a in arrays if a is not None]
+    fp16 = bool(present) and all(a.dtype == np.float16 for a in present)
+    dt = np.float16 if fp16 else np.float32
+    return [None if a is None else np.asarray(a).astype(dt, copy=False) for a in arrays]
