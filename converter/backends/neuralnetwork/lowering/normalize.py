@@ -43,11 +43,19 @@ def _channels(x: Value) -> int:
     return int(shape[1])
 
 
-def _per_channel(e: NetworkEmitter, op: Op, key: str, channels: int, default: float) -> np.ndarray:
-    """A [C] parameter (const), or the identity value when absent."""
+def _per_channel(e: NetworkEmitter, op: Op, key: str, channels: int) -> np.ndarray | None:
+    """A [C] parameter (a constant), or None when absent."""
     if op_input(op, key) is None:
-        return np.full(channels, default, np.float32)
+        return None
     return e.const_array(op.inputs[key], f"'{key}'").reshape(channels)
+
+
+def _filled(arrays: list[np.ndarray | None], fills: list[tuple[Any, float]]) -> list[np.ndarray]:
+    """`same_precision`, then each absent array as (shape, identity value) in that precision (ones
+    and zeros are exact in fp16, so defaults do not turn fp16 weights into fp32)."""
+    given = same_precision(*arrays)
+    dt = next((a.dtype for a in given if a is not None), np.dtype(np.float32))
+    return [a if a is not None else np.full(shape, value, dt) for a, (shape, value) in zip(given, fills)]
 
 
 def _reshape(e: NetworkEmitter, name: str, src: str, target: list[int], dst: str) -> None:
@@ -117,7 +125,8 @@ def _batch_norm(e: NetworkEmitter, op: Op) -> None:
     eps = _explicit(e.const_param(op, "epsilon"), "epsilon")
     mean = e.const_array(op.inputs["mean"], "'mean'").reshape(c)
     var = e.const_array(op.inputs["variance"], "'variance'").reshape(c)
-    gamma, beta = _per_channel(e, op, "gamma", c, 1.0), _per_channel(e, op, "beta", c, 0.0)
+    gamma, beta, mean, var = _filled([_per_channel(e, op, "gamma", c), _per_channel(e, op, "beta", c), mean, var],
+                                     [(c, 1.0), (c, 0.0), (c, 0.0), (c, 1.0)])
 
     def emit(src: str, dst: str, name: str) -> None:
         _batchnorm(e, name, src, dst, c, eps, gamma, beta, (mean, var))
@@ -144,7 +153,8 @@ def _instance_norm(e: NetworkEmitter, op: Op) -> None:
     x = op.inputs["x"]
     c = _channels(x)
     eps = scalar(e.const_param(op, "epsilon"), "epsilon")
-    gamma, beta = _per_channel(e, op, "gamma", c, 1.0), _per_channel(e, op, "beta", c, 0.0)
+    given = [_per_channel(e, op, "gamma", c), _per_channel(e, op, "beta", c)]
+    gamma, beta = _filled(given, [(c, 1.0), (c, 0.0)])
 
     def emit(src: str, dst: str, name: str) -> None:
         _batchnorm(e, name, src, dst, c, _explicit(eps, "epsilon"), gamma, beta, None)
@@ -153,8 +163,8 @@ def _instance_norm(e: NetworkEmitter, op: Op) -> None:
         return
     r = rank(x)
     bshape = [c] + [1] * (r - 2)
-    given = [None if op_input(op, k) is None else v.reshape(bshape) for k, v in (("gamma", gamma), ("beta", beta))]
-    _normalize_by_reductions(e, op, e.blob(x), list(range(2, r)), eps, *given)
+    gb = [None if v is None else v.reshape(bshape) for v in given]
+    _normalize_by_reductions(e, op, e.blob(x), list(range(2, r)), eps, *gb)
 
 
 def _normalize_by_reductions(e: NetworkEmitter, op: Op, src: str, axes: list[int], eps: float,
@@ -223,9 +233,8 @@ def _layer_norm(e: NetworkEmitter, op: Op) -> None:
         _normalize_by_reductions(e, op, e.blob(x), axes, eps, None, None)
         return
     k = len(axes)
-    g = np.ones(normalized, np.float32) if gamma is None else np.asarray(gamma).reshape(normalized)
-    b = np.zeros(normalized, np.float32) if beta is None else np.asarray(beta).reshape(normalized)
-    g, b = same_precision(g, b)
+    g, b = _filled([None if p is None else np.asarray(p).reshape(normalized) for p in (gamma, beta)],
+                   [(normalized, 1.0), (normalized, 0.0)])
 
     def emit(src: str, dst: str, name: str) -> None:
         params = e.layer("layerNormalization", name, [src], [dst])
