@@ -169,3 +169,63 @@ def test_linear_on_a_symbolic_batch(tmp_path: Path) -> None:
     got = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")["out"]
     assert_close(got, x @ w.T + b)
     assert layer_kinds(tmp_path / "m.mlmodel") == {"innerProduct": 1}
+
+
+# ---------------------------------------------------------------------------------------------
+# scaled_dot_product_attention (iOS18)
+
+
+def _attention_program(feeds: dict, mask: np.ndarray | None = None, mask_from: str | None = None):
+    def body(b, q, k, v, *rest):
+        kw = {}
+        if mask is not None:
+            kw["attn_mask"] = mask
+        elif mask_from == "float":
+            kw["attn_mask"] = rest[0]
+        elif mask_from == "bool":
+            kw["attn_mask"] = b.greater(x=rest[0], y=np.float32(0))
+        return [b.scaled_dot_product_attention(query=q, key=k, value=v, name="out", **kw)]
+
+    return program(feeds, body, opset="iOS18")
+
+
+def _qkv() -> dict[str, np.ndarray]:
+    return {"q": _rand(2, 3, 4, 5), "k": _rand(2, 3, 6, 5), "v": _rand(2, 3, 6, 7)}  # L=4, S=6, E=5, EV=7
+
+
+def _torch_attention(feeds: dict, mask: np.ndarray | None = None) -> np.ndarray:
+    q, k, v = (_t(feeds[n]) for n in "qkv")
+    m = None if mask is None else _t(mask)
+    return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=m).numpy()
+
+
+def test_attention_without_a_mask(tmp_path: Path) -> None:
+    feeds = _qkv()
+    got = run_nn(_attention_program(feeds), feeds, tmp_path / "m.mlmodel")["out"]
+    assert_close(got, _torch_attention(feeds))
+    assert layer_kinds(tmp_path / "m.mlmodel") == {"batchedMatmul": 2, "multiply": 1, "softmaxND": 1}
+
+
+def test_attention_with_a_float_mask_input(tmp_path: Path) -> None:
+    feeds = {**_qkv(), "m": _rand(4, 6)}  # broadcast over the batch dims
+    got = run_nn(_attention_program(feeds, mask_from="float"), feeds, tmp_path / "m.mlmodel")["out"]
+    assert_close(got, _torch_attention(feeds, feeds["m"]))
+    assert layer_kinds(tmp_path / "m.mlmodel")["addBroadcastable"] == 1
+
+
+def test_attention_with_a_constant_bool_mask(tmp_path: Path) -> None:
+    feeds = _qkv()
+    mask = RNG.random((3, 1, 6)) > 0.4
+    mask[..., 0] = True  # no row fully masked (torch and MIL differ there)
+    got = run_nn(_attention_program(feeds, mask=mask), feeds, tmp_path / "m.mlmodel")["out"]
+    assert_close(got, _torch_attention(feeds, mask))
+    kinds = layer_kinds(tmp_path / "m.mlmodel")
+    assert kinds["addBroadcastable"] == 1 and kinds["loadConstantND"] == 1
+
+
+def test_attention_with_a_computed_bool_mask(tmp_path: Path) -> None:
+    feeds = {**_qkv(), "m": _rand(2, 1, 4, 6)}
+    feeds["m"][..., 2] = 1.0  # keep at least one position per row
+    got = run_nn(_attention_program(feeds, mask_from="bool"), feeds, tmp_path / "m.mlmodel")["out"]
+    assert_close(got, _torch_attention(feeds, feeds["m"] > 0))
+    assert layer_kinds(tmp_path / "m.mlmodel")["whereBroadcastable"] == 1
