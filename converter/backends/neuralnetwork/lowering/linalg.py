@@ -1,5 +1,4 @@
-"""Linear algebra: linear, matmul, einsum and scaled_dot_product_attention as ``innerProduct`` /
-``batchedMatmul`` layers (with softmaxND for attention).
+"""Linear algebra: linear, matmul and einsum as ``innerProduct`` / ``batchedMatmul`` layers.
 
 Weight layout: ``innerProduct`` and the one-input ``batchedMatmul`` both store their matrix as
 [out, in] row-major, which is MIL ``linear``'s weight as it is (the NN frontend's reading,
@@ -18,7 +17,6 @@ import numpy as np
 
 from ....errors import LoweringError
 from ....ir.core import Op, Value
-from ....ir.types import is_static_dim
 from ..emitter import NetworkEmitter, op_input, rank, tensor_type
 from ._common import same_precision
 from .registry import lowering
@@ -123,36 +121,3 @@ def _einsum(e: NetworkEmitter, op: Op) -> None:
     product = e.fresh(f"{op.name}_matmul")
     e.layer("batchedMatmul", f"{op.name}_matmul", [xt, yt], [product])
     e.layer("transpose", op.name, [product], [e.define(op.outputs[0])]).axes.extend(perm)
-
-
-@lowering("scaled_dot_product_attention", kind="decomposed",
-          note="batchedMatmul(q, k, transposeB), multiply by 1/sqrt(E), the mask added (a bool mask: "
-               "whereBroadcastable with -inf; a constant one as an additive constant), softmaxND(-1), batchedMatmul(., v)")
-def _attention(e: NetworkEmitter, op: Op) -> None:
-    """``softmax(q @ k^T / sqrt(E) + mask) @ v`` over the last axis, from spec 4 layers."""
-    q, k, v = op.inputs["query"], op.inputs["key"], op.inputs["value"]
-    shape = tensor_type(q).shape
-    if shape is None or not shape or not is_static_dim(shape[-1]):
-        raise LoweringError("the query's embedding size (last dim) must be known at conversion time (the scale)")
-    n = op.name
-    scores, scaled = e.fresh(f"{n}_scores"), e.fresh(f"{n}_scaled")
-    e.layer("batchedMatmul", f"{n}_scores", [e.blob(q), e.blob(k)], [scores]).transposeB = True
-    e.layer("multiply", f"{n}_scaled", [scores], [scaled]).alpha = float(1 / np.sqrt(np.float64(int(shape[-1]))))
-    mask = op_input(op, "attn_mask")
-    if mask is not None:
-        masked = e.fresh(f"{n}_masked")
-        is_bool = tensor_type(mask).dtype.name == "bool"
-        value = e.const(mask)
-        if is_bool and value is None:  # keep the True positions, -inf elsewhere
-            inputs = [e.blob(mask), scaled, e.load_constant(None, np.array([-np.inf], np.float32), f"{n}_minus_inf")]
-            e.layer("whereBroadcastable", f"{n}_masked", inputs, [masked])
-        else:
-            additive = None if value is None else np.asarray(value)
-            if additive is not None and is_bool:
-                additive = np.where(additive, 0.0, -np.inf).astype(np.float32)
-            add_blob = e.blob(mask) if additive is None else e.load_constant(None, additive, f"{n}_mask")
-            e.layer("addBroadcastable", f"{n}_masked", [scaled, add_blob], [masked])
-        scaled = masked
-    weights = e.fresh(f"{n}_weights")
-    e.layer("softmaxND", f"{n}_weights", [scaled], [weights]).axis = -1
-    e.layer("batchedMatmul", n, [weights, e.blob(v)], [e.define(op.outputs[0])])
