@@ -256,3 +256,19 @@ def test_local_response_norm_with_k_zero_is_not_read_as_one(tmp_path: Path) -> N
     got = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")["out"]
     want = F.local_response_norm(_t(x), 3, alpha=0.5, beta=0.5, k=0.0)
     assert_close(got, want.numpy(), 1e-5)
+
+
+@pytest.mark.parametrize("dims", [(Symbol("n"), C, 2, 3, 4), (2, C, 2, Symbol("h"), 4)])
+def test_rank_5_norms_with_one_symbolic_dim_reshape_with_minus_one(tmp_path: Path, dims: tuple) -> None:
+    x = _small(2, C, 2, 3, 4)
+    prog = new_program([("x", TensorType(fp32, dims))], lambda b, x: [
+        b.batch_norm(x=x, mean=MEAN, variance=VAR, gamma=GAMMA, beta=BETA, epsilon=np.float32(1e-3), name="bn"),
+        b.instance_norm(x=x, gamma=GAMMA, beta=BETA, epsilon=np.float32(2e-3), name="inorm")])
+    got = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")
+    bn = F.batch_norm(_t(x), _t(MEAN), _t(VAR), _t(GAMMA), _t(BETA), training=False, eps=1e-3)
+    assert_close(got["bn"], bn.numpy(), 1e-4)
+    assert_close(got["inorm"], F.instance_norm(_t(x), weight=_t(GAMMA), bias=_t(BETA), eps=2e-3).numpy(), 1e-4)
+    assert layer_kinds(tmp_path / "m.mlmodel") == {"batchnorm": 2, "reshapeStatic": 4}
+    targets = [list(la.reshapeStatic.targetShape) for la in _layers(tmp_path / "m.mlmodel")
+               if la.WhichOneof("layer") == "reshapeStatic"]
+    assert all(t.count(-1) == 1 for t in targets)
