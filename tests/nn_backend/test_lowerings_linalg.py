@@ -169,3 +169,16 @@ def test_linear_on_a_symbolic_batch(tmp_path: Path) -> None:
     got = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")["out"]
     assert_close(got, x @ w.T + b)
     assert layer_kinds(tmp_path / "m.mlmodel") == {"innerProduct": 1}
+
+
+def test_large_weights_are_written_from_their_arrays(tmp_path: Path) -> None:
+    """Weights of 4 KiB or more (spliced into the file from their arrays once the protowire writer
+    side is merged; set in the message until then): the linear weight as it is, a matmul
+    constant transposed to the layer's [N, K]."""
+    x, w, b, m = _rand(2, 60), _rand(40, 60), _rand(40), _rand(60, 48)
+    prog = program({"x": x}, lambda bb, x: [bb.linear(x=x, weight=w, bias=b, name="lin"),
+                                            bb.matmul(x=x, y=m, name="mm")])
+    got = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel")
+    assert_close(got["lin"], torch.nn.functional.linear(_t(x), _t(w), _t(b)).numpy())
+    assert_close(got["mm"], (_t(x) @ _t(m)).numpy())
+    assert layer_kinds(tmp_path / "m.mlmodel") == {"innerProduct": 1, "batchedMatmul": 1}
