@@ -63,8 +63,8 @@ def _reshape(e: NetworkEmitter, name: str, src: str, target: list[int], dst: str
 
 
 def _static_or_minus_one(dims: list[Any]) -> list[int] | None:
-    """dims as a reshapeStatic target: static sizes, one -1 for at most one symbolic dim (or its
-    product with static ones); None when two or more are symbolic."""
+    """``dims`` as a reshapeStatic target: static sizes and a -1 for the one symbolic dim; None
+    when two or more are symbolic (reshapeStatic infers one size only)."""
     unknown = [i for i, d in enumerate(dims) if not is_static_dim(d)]
     if len(unknown) > 1:
         return None
@@ -72,7 +72,7 @@ def _static_or_minus_one(dims: list[Any]) -> list[int] | None:
 
 
 def _as_nchw(e: NetworkEmitter, op: Op, x: Value, emit: Any) -> bool:
-    """Run ``emit(src_blob, dst_blob, name)`` (one channel-axis--3 layer) on x seen as rank 4:
+    """Run ``emit(src_blob, dst_blob, name)`` (one layer with its channel axis at -3) on x seen as rank 4:
     x itself (rank 4), x with a unit W axis (rank 3), or x reshaped to [N, C, prod(D), 1] (rank
     >= 5, at most one symbolic dim). False (nothing written) when no such view exists."""
     shape = tensor_type(x).shape
