@@ -272,3 +272,16 @@ def test_rank_5_norms_with_one_symbolic_dim_reshape_with_minus_one(tmp_path: Pat
     targets = [list(la.reshapeStatic.targetShape) for la in _layers(tmp_path / "m.mlmodel")
                if la.WhichOneof("layer") == "reshapeStatic"]
     assert all(t.count(-1) == 1 for t in targets)
+
+
+def test_a_negative_lrn_k_is_refused_with_the_op_named(tmp_path: Path) -> None:
+    """Core ML's validator rejects lrn layers with k < 0 (the IR op allows it)."""
+    import converter
+    from converter.errors import UnsupportedError
+
+    x = RNG.standard_normal((1, 4, 2, 2)).astype(np.float32)
+    prog = program({"x": x}, lambda b, x: [b.local_response_norm(x=x, size=np.int32(3), k=np.float32(-0.5),
+                                                                 name="out")])
+    with pytest.raises(UnsupportedError, match=r"local_response_norm 'out': k must be >= 0"):
+        converter.convert(prog, to="neuralnetwork", out=tmp_path / "m.mlmodel", passes="none")
+    assert not (tmp_path / "m.mlmodel").exists()
