@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, neuralnetwork_entry, unsupported
 
-_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing", "conv", "pool", "spatial", "resize")
+_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing", "conv", "pool", "spatial", "resize", "linalg", "normalize", "reduce")
 
 
 def load_all() -> None:

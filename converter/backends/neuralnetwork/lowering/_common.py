@@ -52,3 +52,13 @@ def exact_float(value: Any, what: str) -> float:
         raise LoweringError(f"{what} {int(arr.reshape(()))} is not exact in fp32 (NeuralNetwork blobs are fp32; "
                             f"integers are exact up to 2**24)")
     return float(arr.reshape(()))
+
+
+def same_precision(*arrays: Any) -> list[Any]:
+    """The weight arrays of one layer in one precision: fp16 only when every one is fp16, else all
+    fp32 (Core ML's validator rejects a layer mixing ``float16Value`` and ``floatValue`` weights,
+    e.g. an fp16 weight with an fp32 bias). None entries (absent weights) stay None."""
+    present = [np.asarray(a) for a in arrays if a is not None]
+    fp16 = bool(present) and all(a.dtype == np.float16 for a in present)
+    dt = np.float16 if fp16 else np.float32
+    return [None if a is None else np.asarray(a).astype(dt, copy=False) for a in arrays]
