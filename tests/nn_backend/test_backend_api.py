@@ -125,3 +125,35 @@ def test_image_preprocessing_becomes_the_networks_scaler_and_mean_image(tmp_path
     assert list(read_model_file(out).model.neuralNetwork.preprocessing[0].meanImage.meanImage) == mean.reshape(-1).tolist()
     got = converter.run(converter.load(out), {"image": pixels})["y"]
     np.testing.assert_allclose(got, np.maximum(chw - mean, 0), rtol=1e-6)
+
+
+def test_indices_cast_from_floats_cost_no_layers(tmp_path: Path) -> None:
+    """gather(table, cast(float x, int32)): the gather layer truncates float indices itself, so the
+    cast is no layer (7 layers otherwise: clip, comparisons, where, floor, ceil)."""
+    from converter.ir.types import TensorType as T
+
+    from .helpers import layer_kinds
+
+    table = np.arange(15, dtype=np.float32).reshape(5, 3) * 0.5
+    prog = new_program([("i", T(fp32, (4,)))],
+                       lambda b, i: [b.gather(x=table, indices=b.cast(x=i, dtype="int32"), axis=0, name="rows")])
+    out = tmp_path / "g.mlmodel"
+    converter.convert(prog, to="neuralnetwork", out=out, passes="none")
+    assert dict(layer_kinds(out)) == {"loadConstantND": 1, "gather": 1}
+    idx = np.array([2.7, 0.2, 4.0, -1.5], np.float32)  # truncated: 2, 0, 4, -1 (the last row)
+    got = converter.run(converter.load(out), {"i": idx})["rows"]
+    np.testing.assert_array_equal(got, table[[2, 0, 4, -1]])
+
+
+def test_layers_whose_results_nothing_reads_are_dropped() -> None:
+    from converter.backends.neuralnetwork.network import remove_dead_layers
+    from converter.formats.proto import NeuralNetwork_pb2
+
+    nn = NeuralNetwork_pb2.NeuralNetwork()
+    for name, ins, outs in [("a", ["x"], ["a"]), ("unused", ["a"], ["u"]), ("b", ["a"], ["y"]),
+                            ("feeds_branch", ["x"], ["f"]), ("br", ["c"], [])]:
+        layer = nn.layers.add(name=name, input=ins, output=outs)
+        layer.activation.ReLU.SetInParent()
+    nn.layers[-1].branch.ifBranch.layers.add(name="inner", input=["f"], output=["y2"]).activation.ReLU.SetInParent()
+    assert remove_dead_layers(nn, {"y"}) == 1
+    assert [layer.name for layer in nn.layers] == ["a", "b", "feeds_branch", "br"]

@@ -92,7 +92,46 @@ def lower_function(fn: Function, e: NetworkEmitter, network: Any) -> LoweredNetw
             continue  # its producer was reported
         if blob != v.name:  # a model input, or a value another output already holds
             e.layer("activation", f"{v.name}_copy", [blob], [v.name]).linear.alpha = 1.0
+    keep = {v.name for v in fn.outputs}
+    if out.classifier is not None:
+        keep.add(out.classifier.probabilities)
+    remove_dead_layers(network, keep)
     return out
+
+
+_SIDE_EFFECTS = frozenset({"branch", "loop", "loopBreak", "loopContinue"})
+
+
+def _nested_reads(layer: Any, into: set[str]) -> None:
+    """Blobs read by the layers of ``layer``'s nested networks (and a loop's condition blob)."""
+    kind = layer.WhichOneof("layer")
+    nets = ((layer.branch.ifBranch, layer.branch.elseBranch) if kind == "branch" else
+            (layer.loop.conditionNetwork, layer.loop.bodyNetwork) if kind == "loop" else ())
+    if kind == "loop" and layer.loop.conditionVar:
+        into.add(layer.loop.conditionVar)
+    for net in nets:
+        for inner in net.layers:
+            into.update(inner.input)
+            _nested_reads(inner, into)
+
+
+def remove_dead_layers(network: Any, keep: set[str]) -> int:
+    """Drop the top-level layers whose results nothing reads (a decomposition's leftover, a value the
+    program computed but never used): one backward sweep. Nested networks are kept whole. Returns
+    how many layers were dropped."""
+    needed = set(keep)
+    for layer in network.layers:
+        _nested_reads(layer, needed)
+    dead = []
+    for i in range(len(network.layers) - 1, -1, -1):
+        layer = network.layers[i]
+        if layer.WhichOneof("layer") in _SIDE_EFFECTS or any(o in needed for o in layer.output):
+            needed.update(layer.input)
+        else:
+            dead.append(i)
+    for i in dead:  # from the end: the indices still to delete stay valid
+        del network.layers[i]
+    return len(dead)
 
 
 def _classifier(e: NetworkEmitter, op: Op, fn: Function) -> Classifier:

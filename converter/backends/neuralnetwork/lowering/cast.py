@@ -55,6 +55,11 @@ def _wrap_to_int(e: NetworkEmitter, src: str, to: DType, name: str, out: str) ->
         e.layer("add", name, [wrapped], [out]).alpha = float(lo)
 
 
+def _fits_int32(to: DType) -> bool:
+    lo, hi = to.value_range()
+    return lo <= -(2**31) and 2**31 - 1 <= hi
+
+
 def _fits(src: DType, to: DType) -> bool:
     """Whether every value of integer (or bool) type ``src`` is a value of integer type ``to``."""
     if src.kind == "bool":
@@ -62,6 +67,17 @@ def _fits(src: DType, to: DType) -> bool:
     slo, shi = src.value_range()
     tlo, thi = to.value_range()
     return tlo <= slo and shi <= thi
+
+
+#: op inputs that the NeuralNetwork layers lowering them read as float blobs truncated toward zero
+#: (how the NeuralNetwork frontend reads a gather's or scatter's indices: a cast to int32)
+_INDEX_INPUTS = frozenset({("gather", "indices"), ("gather_along_axis", "indices"), ("gather_nd", "indices"),
+                           ("scatter", "indices"), ("scatter_along_axis", "indices"), ("scatter_nd", "indices")})
+
+
+def _read_only_as_indices(v: Value) -> bool:
+    uses = list(v.uses)
+    return bool(uses) and all(isinstance(u.user, Op) and (u.user.type, u.key) in _INDEX_INPUTS for u in uses)
 
 
 def _dtype(v: Value) -> DType:
@@ -85,6 +101,8 @@ def _cast(e: NetworkEmitter, op: Op) -> None:
             e.layer("notEqual", op.name, [x], [e.define(op.outputs[0])]).alpha = 0.0
     elif to.is_float or (to.is_int and not src.is_float and _fits(src, to)):
         e.bind(op.outputs[0], x)
+    elif to.is_int and src.is_float and _fits_int32(to) and _read_only_as_indices(op.outputs[0]):
+        e.bind(op.outputs[0], x)  # the gather/scatter layers truncate their float indices themselves
     elif to.is_int and src.is_float:
         truncate_to_int(e, x, to, op.name, e.define(op.outputs[0]))
     elif to.is_int and src.is_int:
