@@ -75,9 +75,25 @@ _INDEX_INPUTS = frozenset({("gather", "indices"), ("gather_along_axis", "indices
                            ("scatter", "indices"), ("scatter_along_axis", "indices"), ("scatter_nd", "indices")})
 
 
-def _read_only_as_indices(v: Value) -> bool:
+#: ops that move values without changing them: indices may pass through them on their way
+_SHAPE_ONLY = frozenset({"expand_dims", "squeeze", "reshape"})
+
+
+def _read_only_as_indices(v: Value, depth: int = 4) -> bool:
+    """Whether every reader of ``v`` takes it as gather/scatter indices, directly or through ops that
+    only reshape it."""
     uses = list(v.uses)
-    return bool(uses) and all(isinstance(u.user, Op) and (u.user.type, u.key) in _INDEX_INPUTS for u in uses)
+    if not uses:
+        return False
+    for u in uses:
+        if not isinstance(u.user, Op):
+            return False
+        if (u.user.type, u.key) in _INDEX_INPUTS:
+            continue
+        if not (depth and u.user.type in _SHAPE_ONLY and u.key == "x"
+                and _read_only_as_indices(u.user.outputs[0], depth - 1)):
+            return False
+    return True
 
 
 def _dtype(v: Value) -> DType:
