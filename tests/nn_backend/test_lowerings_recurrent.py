@@ -1,0 +1,241 @@
+"""rnn / gru / lstm -> simpleRecurrent / gru / uniDirectionalLSTM / biDirectionalLSTM.
+
+Oracles: torch.nn.RNN and torch.nn.LSTM (their weights re-stacked into the IR's gate order: torch
+ifgo -> IR ifoz), and, where torch has no such layer (GRU with the reset applied before the
+recurrent matmul, peepholes, cell clipping, other activations), recurrences written here in numpy
+from the IR ops' definitions (converter/ir/ops/recurrent.py docstring). Sizes are all distinct
+(S=5, B=3, IN=4, H=6) and states non-zero, so a swapped gate block, transposed matrix or dropped
+state shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from converter.errors import UnsupportedError
+
+from .helpers import assert_close, layer_kinds, program, run_nn
+
+S, B, IN, H = 5, 3, 4, 6
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape: int, scale: float = 0.5) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _hard_sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.clip(0.2 * x + 0.5, 0.0, 1.0)
+
+
+def _torch_lstm(x: np.ndarray, h0: np.ndarray, c0: np.ndarray, bidirectional: bool):
+    """torch's LSTM with random weights, and those weights in the IR layout."""
+    torch.manual_seed(3)
+    m = torch.nn.LSTM(IN, H, bidirectional=bidirectional)
+    n_dir = 2 if bidirectional else 1
+    with torch.no_grad():
+        y, (hn, cn) = m(torch.from_numpy(x), (torch.from_numpy(h0.reshape(B, n_dir, H).transpose(1, 0, 2).copy()),
+                                              torch.from_numpy(c0.reshape(B, n_dir, H).transpose(1, 0, 2).copy())))
+
+    def ifoz(w: torch.Tensor) -> np.ndarray:  # torch stacks i, f, g(z), o
+        i, f, g, o = np.split(w.detach().numpy(), 4)
+        return np.concatenate([i, f, o, g]).astype(np.float32)
+
+    params = {}
+    for suffix, tag in (("", ""), ("_reverse", "_back"))[:n_dir]:
+        params["weight_ih" + tag] = ifoz(getattr(m, f"weight_ih_l0{suffix}"))
+        params["weight_hh" + tag] = ifoz(getattr(m, f"weight_hh_l0{suffix}"))
+        params["bias" + tag] = ifoz(getattr(m, f"bias_ih_l0{suffix}") + getattr(m, f"bias_hh_l0{suffix}"))
+    h = hn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
+    c = cn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
+    return params, y.numpy(), h, c
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_lstm_matches_torch(tmp_path: Path, direction: str) -> None:
+    x, h0, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H)
+    xt = x[::-1].copy() if direction == "reverse" else x  # IR reverse: outputs in processing order
+    params, y, h, c = _torch_lstm(xt, h0, c0, False)
+
+    def body(b, x, h0, c0):
+        return list(b.lstm(x=x, initial_h=h0, initial_c=c0, direction=direction, output_sequence=True,
+                           **params, name="lstm"))
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    outs = list(got.values())
+    assert_close(outs[0], y)
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1, "expandDims": 3, "squeeze": 3}
+
+
+def test_bidirectional_lstm_matches_torch(tmp_path: Path) -> None:
+    x, h0, c0 = _rand(S, B, IN), _rand(B, 2 * H), _rand(B, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True)
+
+    def body(b, x, h0, c0):
+        return list(b.lstm(x=x, initial_h=h0, initial_c=c0, direction="bidirectional", output_sequence=True,
+                           **params, name="lstm"))
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    assert_close(outs[0], y)
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    kinds = layer_kinds(path)
+    assert kinds["biDirectionalLSTM"] == 1 and kinds["splitND"] == 2 and kinds["concatND"] == 2
+
+
+def _np_lstm(x, h, c, w_ih, w_hh, bias, peep, clip, acts, reverse):
+    """The IR lstm's recurrence, one direction (gate blocks i, f, o, z)."""
+    rec, cell, out = acts
+    p_i, p_f, p_o = np.split(peep, 3)
+    ys = []
+    for t in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+        g = x[t] @ w_ih.T + h @ w_hh.T + bias
+        g_i, g_f, g_o, g_z = np.split(g, 4, axis=-1)
+        i, f = rec(g_i + p_i * c), rec(g_f + p_f * c)
+        c = np.clip(f * c + i * cell(g_z), -clip, clip)
+        h = rec(g_o + p_o * c) * out(c)
+        ys.append(h)
+    return np.stack(ys), h, c
+
+
+def test_lstm_peephole_clip_activations_and_last_output(tmp_path: Path) -> None:
+    """Peepholes (i, f, o distinct), a cell clip that bites, hard_sigmoid gates and a linear
+    output activation, output_sequence=False, zero initial states left out of the layer."""
+    x = _rand(S, B, IN, scale=2.0)
+    w_ih, w_hh, bias, peep = _rand(4 * H, IN, scale=1.5), _rand(4 * H, H), _rand(4 * H), _rand(3 * H, scale=1.0)
+    zeros = np.zeros((B, H), np.float32)
+
+    def body(b, x):
+        return list(b.lstm(x=x, initial_h=zeros, initial_c=zeros, weight_ih=w_ih, weight_hh=w_hh, bias=bias,
+                           peephole=peep, clip=np.float32(0.7), recurrent_activation="hard_sigmoid",
+                           cell_activation="tanh", activation="linear", output_sequence=False, name="lstm"))
+
+    feeds = {"x": x}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    ys, h, c = _np_lstm(x, zeros, zeros, w_ih, w_hh, bias, peep, 0.7, (_hard_sigmoid, np.tanh, lambda v: v), False)
+    assert np.max(np.abs(np.clip(c, -0.7, 0.7) - c)) == 0 and np.max(np.abs(c)) == pytest.approx(0.7)  # it bites
+    assert_close(outs[0], h[None])
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1, "expandDims": 1, "squeeze": 3}
+
+
+def test_lstm_without_clip_is_not_clipped(tmp_path: Path) -> None:
+    """No clip in the IR: the cell state grows past 50 (the NN default threshold) and stays so."""
+    x = np.ones((12, 1, 1), np.float32)
+    w_ih = np.array([[20.0], [20.0], [20.0], [20.0]], np.float32)  # all gates open, z = tanh(20) = 1
+    w_hh = np.zeros((4, 1), np.float32)
+    c0 = np.full((1, 1), 45.0, np.float32)
+
+    def body(b, x, c0):
+        return list(b.lstm(x=x, initial_h=np.zeros((1, 1), np.float32), initial_c=c0, weight_ih=w_ih,
+                           weight_hh=w_hh, activation="linear", name="lstm"))
+
+    feeds = {"x": x, "c0": c0}
+    outs = list(run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel").values())
+    assert_close(outs[2], [[57.0]])
+
+
+def _np_gru(x, h, w_ih, w_hh, bias, rec, act, reverse):
+    """The IR gru (iOS15): blocks r, o, z; n = act(W_o x + R_o (r * h) + b_o)."""
+    w_r, w_o, w_z = np.split(w_ih, 3)
+    r_r, r_o, r_z = np.split(w_hh, 3)
+    b_r, b_o, b_z = np.split(bias, 3)
+    ys = []
+    for t in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+        r = rec(x[t] @ w_r.T + h @ r_r.T + b_r)
+        z = rec(x[t] @ w_z.T + h @ r_z.T + b_z)
+        n = act(x[t] @ w_o.T + (r * h) @ r_o.T + b_o)
+        h = (1 - z) * n + z * h
+        ys.append(h)
+    return np.stack(ys), h
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_gru_matches_the_recurrence(tmp_path: Path, direction: str) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh, bias = _rand(3 * H, IN), _rand(3 * H, H), _rand(3 * H)
+
+    def body(b, x, h0):
+        return list(b.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, direction=direction,
+                          output_sequence=True, recurrent_activation="sigmoid", activation="scaled_tanh", name="gru"))
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    ys, h = _np_gru(x, h0, w_ih, w_hh, bias, _sigmoid, np.tanh, direction == "reverse")
+    assert_close(outs[0], ys)
+    assert_close(outs[1], h)
+    assert layer_kinds(path) == {"gru": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_gru_ios18_input_bias_is_added_and_reset_after_is_refused(tmp_path: Path) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh, bias, in_bias = _rand(3 * H, IN), _rand(3 * H, H), _rand(3 * H), _rand(3 * H)
+
+    def body(b, x, h0, reset_after=False):
+        return list(b.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, input_bias=in_bias,
+                          reset_after=reset_after, output_sequence=True, name="gru"))
+
+    feeds = {"x": x, "h0": h0}
+    outs = list(run_nn(program(feeds, body, opset="iOS18"), feeds, tmp_path / "m.mlmodel").values())
+    ys, h = _np_gru(x, h0, w_ih, w_hh, bias + in_bias, _sigmoid, np.tanh, False)
+    assert_close(outs[0], ys)
+    with pytest.raises(UnsupportedError, match="gru 'gru'.*reset_after"):
+        run_nn(program(feeds, lambda b, x, h0: body(b, x, h0, True), opset="iOS18"), feeds, tmp_path / "r.mlmodel")
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_rnn_matches_torch(tmp_path: Path, nonlinearity: str) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    torch.manual_seed(5)
+    m = torch.nn.RNN(IN, H, nonlinearity=nonlinearity)
+    with torch.no_grad():
+        y, hn = m(torch.from_numpy(x), torch.from_numpy(h0[None]))
+    w_ih, w_hh = m.weight_ih_l0.detach().numpy(), m.weight_hh_l0.detach().numpy()
+    bias = (m.bias_ih_l0 + m.bias_hh_l0).detach().numpy()
+
+    def body(b, x, h0):
+        return list(b.rnn(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, activation=nonlinearity,
+                          output_sequence=True, name="rnn"))
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    assert_close(outs[0], y.numpy())
+    assert_close(outs[1], hn.numpy()[0])
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_unused_final_states_get_no_layers(tmp_path: Path) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x, h0):
+        y, _ = b.rnn(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, activation="linear", direction="reverse",
+                     output_sequence=True, name="rnn")
+        return [y]
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    (y,) = run_nn(program(feeds, body), feeds, path).values()
+    h, want = h0, []
+    for t in range(S - 1, -1, -1):
+        h = x[t] @ w_ih.T + h @ w_hh.T
+        want.append(h)
+    assert_close(y, np.stack(want))
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 1}
