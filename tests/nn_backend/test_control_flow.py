@@ -1,0 +1,118 @@
+"""cond -> branch, while_loop -> loop: programs whose outputs are checked against the same
+computation in plain Python (the oracle), run through the written model."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from converter.errors import UnsupportedError
+from converter.formats.model_file import read_model_file
+
+from .helpers import assert_close, layer_kinds, program, run_nn
+
+X = np.array([0.5, -2.0, 1.25], np.float32)
+S = np.array([1.0], np.float32)
+CONST = np.array([7.0, 8.0, 9.0], np.float32)
+
+
+def _cond_program():
+    def body(b, s, x, y):
+        pred = b.greater(x=s, y=np.float32(0))
+
+        def then(bb):  # a computed value, an outer value as is, a constant
+            return [bb.mul(x=x, y=np.float32(2)), y, bb.const(CONST)]
+
+        def other(bb):
+            return [bb.sub(x=x, y=np.float32(1)), bb.add(x=y, y=x), bb.mul(x=y, y=np.float32(-3))]
+
+        a, c, d = b.cond(pred, then, other, name="choose")
+        return [b.add(x=a, y=np.float32(0.5), name="after"), c, d]
+
+    return program({"s": S, "x": X, "y": X}, body)
+
+
+@pytest.mark.parametrize("sign", [1.0, -1.0])
+def test_cond_takes_the_arm_python_takes(tmp_path: Path, sign: float) -> None:
+    s, x, y = (sign * S).astype(np.float32), X, np.array([3.0, -1.0, 4.0], np.float32)
+    path = tmp_path / "m.mlmodel"
+    got = list(run_nn(_cond_program(), {"s": s, "x": x, "y": y}, path).values())
+    if s[0] > 0:
+        want = [x * 2 + 0.5, y, CONST]
+    else:
+        want = [x - 1 + 0.5, y + x, y * -3]
+    for g, w in zip(got, want):
+        assert_close(g, w)
+    kinds = layer_kinds(path)
+    assert kinds["branch"] == 1 and kinds["copy"] == 6
+
+
+def _counted_loop(n_steps: int):
+    def body(b, x):
+        def cond(bb, i, acc):
+            return bb.less(x=i, y=np.int32(n_steps))
+
+        def step(bb, i, acc):
+            return [bb.add(x=i, y=np.int32(2)), bb.add(x=bb.mul(x=acc, y=np.float32(1.5)), y=x)]
+
+        i, acc = b.while_loop([b.const(np.int32(1)), x], cond, step, name="loop")
+        return [acc]
+
+    return program({"x": X}, body)
+
+
+def test_counted_while_loop(tmp_path: Path) -> None:
+    path = tmp_path / "m.mlmodel"
+    (got,) = run_nn(_counted_loop(8), {"x": X}, path).values()
+    i, acc = 1, X.copy()
+    while i < 8:
+        i, acc = i + 2, acc * 1.5 + X
+    assert_close(got, acc)
+    model = read_model_file(path).model
+    (loop,) = [layer.loop for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "loop"]
+    assert loop.maxLoopIterations == 4  # i = 1, 3, 5, 7
+    assert loop.conditionVar and len(loop.conditionNetwork.layers) >= 1
+
+
+def test_data_dependent_while_loop_with_swapped_variables(tmp_path: Path) -> None:
+    """(a, c, p, q) <- (c, a + c, q * a, p) until a >= 50: the body's results are each other's
+    blobs (p and q swap), so the copies back into the loop blobs must not overwrite a value
+    another copy still reads."""
+
+    def body(b, a0, c0, p0, q0):
+        def cond(bb, a, c, p, q):
+            return bb.less(x=a, y=np.float32(50))
+
+        def step(bb, a, c, p, q):
+            return [c, bb.add(x=a, y=c), bb.mul(x=q, y=a), p]
+
+        return list(b.while_loop([a0, c0, p0, q0], cond, step, name="fib"))
+
+    feeds = {"a0": np.array([1.0], np.float32), "c0": np.array([0.5], np.float32),
+             "p0": np.array([1.0, -0.5], np.float32), "q0": np.array([2.0, 3.0], np.float32)}
+    path = tmp_path / "m.mlmodel"
+    got = list(run_nn(program(feeds, body), feeds, path).values())
+    a, c, p, q = (v.copy() for v in feeds.values())
+    while a[0] < 50:
+        a, c, p, q = c, a + c, q * a, p
+    for g, w in zip(got, (a, c, p, q)):
+        assert_close(g, w)
+    model = read_model_file(path).model
+    (loop,) = [layer.loop for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "loop"]
+    assert loop.maxLoopIterations == 0  # not a counted loop: the condition alone
+
+
+def test_an_unlowerable_op_inside_a_branch_is_named(tmp_path: Path) -> None:
+    def body(b, s, x):
+        pred = b.greater(x=s, y=np.float32(0))
+        (r,) = b.cond(pred, lambda bb: [bb.resample(
+            x=x, coordinates=np.zeros((1, 1, 1, 2), np.float32), sampling_mode="bilinear", padding_mode="constant",
+            padding_value=np.float32(0), coordinates_mode="normalized_minus_one_to_one", align_corners=False)],
+                      lambda bb: [x], name="choose")
+        return [r]
+
+    feeds = {"s": S, "x": np.ones((1, 1, 2, 2), np.float32)}
+    with pytest.raises(UnsupportedError, match="cond 'choose'.*resample"):
+        run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel")
