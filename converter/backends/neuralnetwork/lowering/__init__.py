@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, neuralnetwork_entry, unsupported
 
-_FAMILIES = ("elementwise", "activation", "recurrent", "control_flow", "attention")
+_FAMILIES = ("elementwise", "activation", "recurrent", "control_flow", "attention", "quant", "random", "misc")
 
 
 def load_all() -> None:
