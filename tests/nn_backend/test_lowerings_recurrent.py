@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
 from converter.errors import UnsupportedError
 
 from .helpers import assert_close, layer_kinds, program, run_nn
@@ -239,3 +240,55 @@ def test_unused_final_states_get_no_layers(tmp_path: Path) -> None:
         want.append(h)
     assert_close(y, np.stack(want))
     assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 1}
+
+
+def test_rank5_wrappers_are_absorbed_into_the_one_layer(tmp_path: Path) -> None:
+    """What our NeuralNetwork frontend writes for an LSTM layer (squeeze / reshape of the rank-5
+    sequence and states into the op, expand_dims of its results) becomes that one layer again,
+    reading and writing the rank-5 values; values still match torch."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H)
+    params, y, h, c = _torch_lstm(x, h0, c0, False)
+
+    def body(b, x5, h5, c5):
+        xs = b.squeeze(x=x5, axes=[3, 4], name="x_squeezed")
+        hs = b.reshape(x=h5, shape=[-1, H], name="h_flat")
+        cs = b.squeeze(x=c5, axes=[0, -2, -1], name="c_squeezed")
+        ys, hn, cn = b.lstm(x=xs, initial_h=hs, initial_c=cs, output_sequence=True, **params, name="lstm")
+        return [b.expand_dims(x=ys, axes=[3, 4], name="y5"), b.expand_dims(x=hn, axes=[0, -2, -1], name="h5_out"),
+                b.expand_dims(x=cn, axes=[0, 3, 4], name="c5_out")]
+
+    feeds = {"x5": x[:, :, :, None, None], "h5": h0[None, :, :, None, None], "c5": c0[None, :, :, None, None]}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y[:, :, :, None, None])
+    assert_close(got["h5_out"], h[None, :, :, None, None])
+    assert_close(got["c5_out"], c[None, :, :, None, None])
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1}
+
+
+def test_a_wrapper_read_elsewhere_too_is_kept(tmp_path: Path) -> None:
+    """The sequence's squeeze also feeds a mul: it is not absorbed (the layer still reads the rank-5
+    value); the final state, read directly, is squeezed."""
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x5, h0):
+        xs = b.squeeze(x=x5, axes=[3, 4], name="x_squeezed")
+        ys, hn = b.rnn(x=xs, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, output_sequence=True, name="rnn")
+        return [b.expand_dims(x=ys, axes=[3, 4], name="y5"), hn, b.mul(x=xs, y=np.float32(2), name="x2")]
+
+    load_all()
+    if "squeeze" not in LOWERINGS:
+        pytest.skip("needs the squeeze lowering (another family's)")
+    feeds = {"x5": x[:, :, :, None, None], "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    got = list(run_nn(program(feeds, body), feeds, path).values())
+    h, want = h0, []
+    for t in range(S):
+        h = np.tanh(x[t] @ w_ih.T + h @ w_hh.T)
+        want.append(h)
+    assert_close(got[0], np.stack(want)[:, :, :, None, None])
+    assert_close(got[1], h)
+    assert_close(got[2], 2 * x)
+    # the x squeeze (kept for the mul), hn's squeeze, h0's expandDims; no expandDims for x or y
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "squeeze": 2, "expandDims": 1, "multiply": 1}

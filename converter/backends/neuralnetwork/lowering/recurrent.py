@@ -5,7 +5,11 @@ our frontend reads them that way): the sequence is ``[Seq, Batch, I, 1, 1]``, ea
 ``[1, Batch, H, 1, 1]``, the outputs ``[Seq or 1, Batch, H (2H bidirectional), 1, 1]`` then the final
 states. The IR's ``[S, B, I]`` sequence and ``[B, H]`` states are wrapped with ``expandDims`` and the
 results unwrapped with ``squeeze`` (only the results something reads). Constant initial states are
-written rank-5 directly; all-zero ones are left out (the layers start from zeros).
+written rank-5 directly; all-zero ones are left out (the layers start from zeros). A program that
+already holds the rank-5 values (what our NeuralNetwork frontend writes for these layers: ``squeeze``
+or ``reshape`` of a ``[S, B, I, 1, 1]`` / ``[1, B, H, 1, 1]`` value into the op, ``expand_dims`` of
+its results) gets the one layer: it reads and writes those values, and the wrapping ops are
+absorbed (one direction; the bidirectional layer's split states are always wrapped).
 
 Gate blocks are split out of the IR's stacked matrices (views, written as they are stored, fp16
 staying fp16): lstm ``ifoz`` -> inputGate, forgetGate, outputGate, blockInput; gru ``roz`` ->
@@ -28,7 +32,9 @@ from typing import Any
 import numpy as np
 
 from ....errors import LoweringError
+from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
+from ....ir.types import TensorType
 from ..emitter import NetworkEmitter, op_input
 from .registry import lowering
 
@@ -95,8 +101,74 @@ def _fill(e: NetworkEmitter, owner: Any, names: Sequence[str], suffix: str, arra
 # Inputs and outputs
 
 
+X_AXES, STATE_AXES = (3, 4), (0, 3, 4)  # the unit axes of the rank-5 sequence and states
+
+
+def _const_axes(op: Op, rank: int) -> tuple[int, ...] | None:
+    axes = compile_time_value(op.inputs["axes"]) if isinstance(op.inputs.get("axes"), Value) else None
+    if axes is None:
+        return None
+    return tuple(sorted(int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)))
+
+
+def rank5_source(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
+    """The op making ``v`` from a rank-5 value by dropping its unit axes ``unit_axes`` (a ``squeeze``
+    of those axes, or a ``reshape`` to the other dims), if that is how ``v`` is made."""
+    p = v.producer
+    src = p.inputs.get("x") if p is not None and p.type in ("squeeze", "reshape") else None
+    if not isinstance(src, Value) or not isinstance(src.type, TensorType) or not isinstance(v.type, TensorType):
+        return None
+    shape, out = src.type.shape, v.type.shape
+    if shape is None or out is None or len(shape) != 5:
+        return None
+    if p.type == "squeeze":
+        return p if _const_axes(p, 5) == unit_axes else None
+    kept = tuple(d for i, d in enumerate(shape) if i not in unit_axes)
+    units = all(isinstance(shape[i], int) and shape[i] == 1 for i in unit_axes)
+    return p if units and tuple(out) == kept else None
+
+
+def rank5_wrapper(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
+    """The one op reading ``v`` when it is ``expand_dims(v, unit_axes)`` (giving the rank-5 form)."""
+    uses = list(v.uses)
+    user = uses[0].user if len(uses) == 1 else None
+    if not isinstance(user, Op) or user.type != "expand_dims" or not isinstance(v.type, TensorType):
+        return None
+    if v.producer is None or user.block is not v.producer.block:  # absorbed ops are of the op's block
+        return None
+    if v.type.shape is None or len(v.type.shape) + len(unit_axes) != 5:
+        return None
+    return user if _const_axes(user, 5) == unit_axes else None
+
+
+def _one_direction(op: Op) -> bool:
+    direction = compile_time_value(op.inputs["direction"]) if isinstance(op.inputs.get("direction"), Value) else None
+    return direction is None or str(np.asarray(direction).reshape(())) != "bidirectional"
+
+
+def _absorbs(op: Op) -> list[Op]:
+    """The wrapping ops the one-direction layer makes unnecessary (module docstring)."""
+    if not _one_direction(op):
+        return []
+    out = []
+    for key, axes in (("x", X_AXES), ("initial_h", STATE_AXES), ("initial_c", STATE_AXES)):
+        v = op_input(op, key)
+        p = rank5_source(v, axes) if v is not None and len(v.uses) == 1 else None
+        if p is not None:
+            out.append(p)
+    for r, axes in zip(op.outputs, (X_AXES, STATE_AXES, STATE_AXES)):
+        w = rank5_wrapper(r, axes)
+        if w is not None:
+            out.append(w)
+    return out
+
+
 def _sequence(e: NetworkEmitter, op: Op) -> str:
-    return expand_dims(e, e.blob(op.inputs["x"]), [3, 4], f"{op.name}_x5")
+    x = op.inputs["x"]
+    p = rank5_source(x, X_AXES)
+    if p is not None:
+        return e.blob(p.inputs["x"])
+    return expand_dims(e, e.blob(x), [3, 4], f"{op.name}_x5")
 
 
 def _states(e: NetworkEmitter, op: Op, keys: Sequence[str], directions: int) -> list[str]:
@@ -113,10 +185,12 @@ def _states(e: NetworkEmitter, op: Op, keys: Sequence[str], directions: int) -> 
             per_key.append([e.load_constant(None, h[None, :, :, None, None], f"{op.name}_{k}{i}")
                             for i, h in enumerate(halves)])
             continue
-        blob = expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")
         if directions == 1:
-            per_key.append([blob])
+            p = rank5_source(v, STATE_AXES)
+            per_key.append([e.blob(p.inputs["x"]) if p is not None else
+                            expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")])
             continue
+        blob = expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")
         parts = [e.fresh(f"{op.name}_{k}_{d}") for d in ("fwd", "bwd")]
         split = e.layer("splitND", f"{op.name}_{k}_split", [blob], parts)
         split.axis, split.numSplits = 2, 2
@@ -127,8 +201,13 @@ def _states(e: NetworkEmitter, op: Op, keys: Sequence[str], directions: int) -> 
 def _outputs(e: NetworkEmitter, op: Op, n_states: int, directions: int) -> list[str]:
     """The layer's output blobs (the sequence, then each direction's final states, as far as the
     last one read) and the squeeze layers that give the op's results."""
-    y5 = e.fresh(f"{op.name}_y5")
-    states = [e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions) for k in range(n_states)]
+    def blob(r: Value, axes: tuple[int, ...], base: str) -> str:
+        w = rank5_wrapper(r, axes) if directions == 1 else None
+        return e.define(w.outputs[0]) if w is not None else e.fresh(base)
+
+    y5 = blob(op.outputs[0], X_AXES, f"{op.name}_y5")
+    states = [blob(op.outputs[1 + k], STATE_AXES, f"{op.name}_{'hc'[k]}{d}") if d == 0 else
+              e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions) for k in range(n_states)]
     used = [len(v.uses) > 0 for v in op.outputs[1:]]
     if not any(used):
         return [y5]
@@ -137,13 +216,17 @@ def _outputs(e: NetworkEmitter, op: Op, n_states: int, directions: int) -> list[
 
 
 def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], n_states: int, directions: int) -> None:
-    squeeze_into(e, blobs[0], [3, 4], op.outputs[0], f"{op.name}_y")
+    """The op's results from the layer's rank-5 outputs (a result read only through its rank-5
+    wrapper has that wrapper's blob already)."""
+    if directions == 2 or rank5_wrapper(op.outputs[0], X_AXES) is None:
+        squeeze_into(e, blobs[0], [3, 4], op.outputs[0], f"{op.name}_y")
     for k in range(n_states):
         result = op.outputs[1 + k]
         if not len(result.uses):
             continue
         if directions == 1:
-            squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
+            if rank5_wrapper(result, STATE_AXES) is None:
+                squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
             continue
         both = e.fresh(f"{op.name}_{'hc'[k]}5")
         e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", [blobs[1 + k], blobs[1 + n_states + k]],
@@ -161,7 +244,7 @@ def _sizes(e: NetworkEmitter, op: Op) -> tuple[np.ndarray, np.ndarray, int, int]
 # The ops
 
 
-@lowering("rnn", kind="decomposed", note="expandDims + simpleRecurrent + squeeze (the layer is rank 5); "
+@lowering("rnn", kind="decomposed", absorbs=_absorbs, note="expandDims + simpleRecurrent + squeeze (the layer is rank 5); "
                                          + CLIP_NOTE)
 def _rnn(e: NetworkEmitter, op: Op) -> None:
     w_ih, w_hh, inp, hid = _sizes(e, op)
@@ -181,7 +264,7 @@ def _rnn(e: NetworkEmitter, op: Op) -> None:
     _unwrap(e, op, outs, 1, 1)
 
 
-@lowering("gru", kind="decomposed", note="expandDims + gru + squeeze; iOS18 reset_after=True has no "
+@lowering("gru", kind="decomposed", absorbs=_absorbs, note="expandDims + gru + squeeze; iOS18 reset_after=True has no "
                                          "NeuralNetwork form; " + CLIP_NOTE)
 def _gru(e: NetworkEmitter, op: Op) -> None:
     w_ih, w_hh, inp, hid = _sizes(e, op)
@@ -207,7 +290,7 @@ def _gru(e: NetworkEmitter, op: Op) -> None:
     _unwrap(e, op, outs, 1, 1)
 
 
-@lowering("lstm", kind="decomposed", note="expandDims + uniDirectionalLSTM / biDirectionalLSTM (+ splitND, "
+@lowering("lstm", kind="decomposed", absorbs=_absorbs, note="expandDims + uniDirectionalLSTM / biDirectionalLSTM (+ splitND, "
                                           "concatND for bidirectional states) + squeeze; " + CLIP_NOTE)
 def _lstm(e: NetworkEmitter, op: Op) -> None:
     w_ih, w_hh, inp, hid = _sizes(e, op)
