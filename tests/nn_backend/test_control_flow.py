@@ -8,6 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+import converter
 from converter.errors import UnsupportedError
 from converter.formats.model_file import read_model_file
 
@@ -49,7 +50,7 @@ def test_cond_takes_the_arm_python_takes(tmp_path: Path, sign: float) -> None:
     assert kinds["branch"] == 1 and kinds["copy"] == 6
 
 
-def _counted_loop(n_steps: int):
+def _counted_loop(n_steps: int, return_counter: bool):
     def body(b, x):
         def cond(bb, i, acc):
             return bb.less(x=i, y=np.int32(n_steps))
@@ -58,22 +59,43 @@ def _counted_loop(n_steps: int):
             return [bb.add(x=i, y=np.int32(2)), bb.add(x=bb.mul(x=acc, y=np.float32(1.5)), y=x)]
 
         i, acc = b.while_loop([b.const(np.int32(1)), x], cond, step, name="loop")
-        return [acc]
+        return [acc, i] if return_counter else [acc]
 
     return program({"x": X}, body)
 
 
-def test_counted_while_loop(tmp_path: Path) -> None:
+def _loop_layer(path: Path):
+    model = read_model_file(path).model
+    (loop,) = [layer.loop for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "loop"]
+    return loop
+
+
+@pytest.mark.parametrize("n_steps", [8, 0])
+def test_counted_while_loop_is_a_for_loop(tmp_path: Path, n_steps: int) -> None:
+    """The counter is read by nothing but its condition and step: a plain for loop of
+    maxLoopIterations, without the counter (what the frontend makes of an NN for loop)."""
     path = tmp_path / "m.mlmodel"
-    (got,) = run_nn(_counted_loop(8), {"x": X}, path).values()
+    (got,) = run_nn(_counted_loop(n_steps, False), {"x": X}, path).values()
+    i, acc = 1, X.copy()
+    while i < n_steps:
+        i, acc = i + 2, acc * 1.5 + X
+    assert_close(got, acc)
+    loop = _loop_layer(path)
+    assert loop.maxLoopIterations == (4 if n_steps else 0)  # i = 1, 3, 5, 7
+    assert not loop.conditionVar and not loop.conditionNetwork.layers
+    assert layer_kinds(path) == {"copy": 2, "loop": 1, "multiply": 1, "addBroadcastable": 1}
+
+
+def test_counted_while_loop_whose_counter_is_read(tmp_path: Path) -> None:
+    path = tmp_path / "m.mlmodel"
+    got = list(run_nn(_counted_loop(8, True), {"x": X}, path).values())
     i, acc = 1, X.copy()
     while i < 8:
         i, acc = i + 2, acc * 1.5 + X
-    assert_close(got, acc)
-    model = read_model_file(path).model
-    (loop,) = [layer.loop for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "loop"]
-    assert loop.maxLoopIterations == 4  # i = 1, 3, 5, 7
-    assert loop.conditionVar and len(loop.conditionNetwork.layers) >= 1
+    assert_close(got[0], acc)
+    assert_close(got[1], i)
+    loop = _loop_layer(path)
+    assert loop.maxLoopIterations == 4 and loop.conditionVar and loop.conditionNetwork.layers
 
 
 def test_data_dependent_while_loop_with_swapped_variables(tmp_path: Path) -> None:
@@ -99,9 +121,7 @@ def test_data_dependent_while_loop_with_swapped_variables(tmp_path: Path) -> Non
         a, c, p, q = c, a + c, q * a, p
     for g, w in zip(got, (a, c, p, q)):
         assert_close(g, w)
-    model = read_model_file(path).model
-    (loop,) = [layer.loop for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "loop"]
-    assert loop.maxLoopIterations == 0  # not a counted loop: the condition alone
+    assert _loop_layer(path).maxLoopIterations == 0  # not a counted loop: the condition alone
 
 
 def test_an_unlowerable_op_inside_a_branch_is_named(tmp_path: Path) -> None:
@@ -116,3 +136,20 @@ def test_an_unlowerable_op_inside_a_branch_is_named(tmp_path: Path) -> None:
     feeds = {"s": S, "x": np.ones((1, 1, 2, 2), np.float32)}
     with pytest.raises(UnsupportedError, match="cond 'choose'.*resample"):
         run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel")
+
+
+def test_the_shared_loop_model_round_trips_to_its_own_layers(tmp_path: Path) -> None:
+    """builder/control_flow_loop.mlmodel (a counted NN loop): NN -> IR -> NN -> IR gives the first
+    IR's outputs, with the original's layers (no counter, no condition network)."""
+    from ..conftest import MODELS
+
+    src = MODELS / "builder" / "control_flow_loop.mlmodel"
+    feeds = dict(np.load(src.with_suffix(".npz")))
+    first = converter.load(src)
+    out = tmp_path / "m.mlmodel"
+    converter.convert(first, to="neuralnetwork", out=out, passes="none")
+    want, got = converter.run(first, feeds), converter.run(converter.load(out), feeds)
+    assert want.keys() == got.keys()
+    for k in want:
+        assert_close(got[k], want[k], 1e-6)
+    assert layer_kinds(out) == layer_kinds(src)

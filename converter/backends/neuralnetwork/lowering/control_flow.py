@@ -9,16 +9,18 @@ enclosing network by name, and ``copy`` is the layer that (over)writes an existi
   copied from its initial value before the loop, read by the condition and body networks, and
   overwritten by ``copy`` layers at the end of the body. The copies form a parallel assignment: a
   body result that is another loop variable's blob (a swap) is first copied aside. The condition
-  network writes the loop's ``conditionVar``. When the loop is a counted one (``i < N`` with
-  ``i`` starting at a constant and stepped by a positive constant), ``maxLoopIterations`` is
-  set to the trip count as well (the spec's joint condition: same iterations, and a bound the
-  runtime sees).
+  network writes the loop's ``conditionVar``. When the loop is a counted one (its condition is
+  ``i < N`` with ``i`` starting at a constant and stepped by a positive constant),
+  ``maxLoopIterations`` is the trip count: with the condition network as well (the spec's joint
+  condition: same iterations, and a bound the runtime sees), or, when nothing else reads ``i``,
+  instead of it and of ``i`` (the spec's plain for loop: what our frontend makes of one).
 """
 
 from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -28,16 +30,17 @@ from ..emitter import NetworkEmitter
 from .registry import lowering
 
 
-def lower_nested(e: NetworkEmitter, network: object, block: Block, bind: Mapping[Value, str]) -> NetworkEmitter:
-    """The layers of ``block`` in the nested ``network`` (its inputs read from ``bind``); an op
-    inside that cannot be lowered fails the enclosing op with every such op named."""
+def lower_nested(e: NetworkEmitter, network: object, block: Block, bind: Mapping[Value, str],
+                 skip: frozenset[Op] = frozenset()) -> NetworkEmitter:
+    """The layers of ``block`` (but ``skip``) in the nested ``network`` (its inputs read from
+    ``bind``); an op inside that cannot be lowered fails the enclosing op with every such op named."""
     from ..network import lower_block  # network imports this package
 
     child = e.child(network)
     for v, blob in bind.items():
         child.bind(v, blob)
     problems: list[str] = []
-    lower_block(child, block, problems)
+    lower_block(child, block, problems, skip)
     if problems:
         raise LoweringError("inside it: " + "; ".join(problems))
     return child
@@ -66,24 +69,29 @@ def _while_loop(e: NetworkEmitter, op: Op) -> None:
     cond_block, body_block = op.blocks
     init = op.inputs["loop_vars"]
     init = list(init) if isinstance(init, tuple) else [init]
-    carries = [e.define(v) for v in op.outputs]
-    for v, blob in zip(init, carries):
-        e.layer("copy", f"{op.name}_{blob}_init", [e.blob(v)], [blob])
+    counted = _counter(e, op)
+    dropped = counted.index if counted is not None and counted.only_counts else None
+    carries = [e.define(v) if i != dropped else "" for i, v in enumerate(op.outputs)]
+    for i, (v, blob) in enumerate(zip(init, carries)):
+        if i != dropped:
+            e.layer("copy", f"{op.name}_{blob}_init", [e.blob(v)], [blob])
     p = e.layer("loop", op.name, [], [])
-    trips = trip_count(e, op)
-    if trips:
-        p.maxLoopIterations = trips
+    if counted is not None:
+        p.maxLoopIterations = counted.trips
 
-    cond = lower_nested(e, p.conditionNetwork, cond_block, dict(zip(cond_block.inputs, carries)))
-    flag = cond.blob(cond_block.outputs[0])
-    if flag not in _written(p.conditionNetwork):  # the condition network must produce conditionVar
-        blob = cond.fresh(f"{op.name}_cond")
-        cond.layer("copy", f"{op.name}_cond", [flag], [blob])
-        flag = blob
-    p.conditionVar = flag
+    if dropped is None:  # a condition network (with the trip count too when known: the joint condition)
+        cond = lower_nested(e, p.conditionNetwork, cond_block, dict(zip(cond_block.inputs, carries)))
+        flag = cond.blob(cond_block.outputs[0])
+        if flag not in _written(p.conditionNetwork):  # the condition network must produce conditionVar
+            blob = cond.fresh(f"{op.name}_cond")
+            cond.layer("copy", f"{op.name}_cond", [flag], [blob])
+            flag = blob
+        p.conditionVar = flag
 
-    body = lower_nested(e, p.bodyNetwork, body_block, dict(zip(body_block.inputs, carries)))
-    moves = [(body.blob(v), blob) for v, blob in zip(body_block.outputs, carries)]
+    skip = frozenset([counted.step]) if dropped is not None and counted is not None else frozenset()
+    bind = {v: blob for i, (v, blob) in enumerate(zip(body_block.inputs, carries)) if i != dropped}
+    body = lower_nested(e, p.bodyNetwork, body_block, bind, skip)
+    moves = [(body.blob(v), blob) for i, (v, blob) in enumerate(zip(body_block.outputs, carries)) if i != dropped]
     moves = [(src, dst) for src, dst in moves if src != dst]
     targets = {dst for _, dst in moves}
     aside = {}
@@ -95,9 +103,18 @@ def _while_loop(e: NetworkEmitter, op: Op) -> None:
         body.layer("copy", f"{op.name}_{dst}_next", [aside.get(src, src)], [dst])
 
 
-def trip_count(e: NetworkEmitter, op: Op) -> int | None:
-    """The iteration count of a loop whose condition is ``i < N`` (N constant) and whose body steps
-    ``i`` by a positive constant from a constant start; None otherwise."""
+@dataclass(frozen=True)
+class LoopCounter:
+    """A loop variable ``i`` with condition ``i < N`` (the whole condition), stepped by a positive
+    constant from a constant start: the loop runs ``trips`` times."""
+
+    index: int
+    trips: int
+    step: Op  # the body's ``add`` stepping it
+    only_counts: bool  # nothing else reads it (in the body, or after the loop)
+
+
+def _counter(e: NetworkEmitter, op: Op) -> LoopCounter | None:
     cond_block, body_block = op.blocks
     test = cond_block.outputs[0].producer
     if test is None or test.type != "less" or test.inputs.get("x") not in cond_block.inputs:
@@ -118,4 +135,7 @@ def trip_count(e: NetworkEmitter, op: Op) -> int | None:
     lim, st, inc = (int(a.reshape(())) for a in arrays)
     if inc <= 0:
         return None
-    return max(0, math.ceil((lim - st) / inc))
+    only_counts = (not len(op.outputs[k].uses) and len(stepped.uses) == 1 and len(step_op.outputs[0].uses) == 1
+                   and len(cond_block.inputs[k].uses) == 1
+                   and all(o is test or o.type == "const" for o in cond_block.ops))
+    return LoopCounter(k, max(0, math.ceil((lim - st) / inc)), step_op, only_counts)
