@@ -26,8 +26,9 @@ def _cond_program():
         def then(bb):  # a computed value, an outer value as is, a constant
             return [bb.mul(x=x, y=np.float32(2)), y, bb.const(CONST)]
 
-        def other(bb):
-            return [bb.sub(x=x, y=np.float32(1)), bb.add(x=y, y=x), bb.mul(x=y, y=np.float32(-3))]
+        def other(bb):  # the first result is also read inside the arm: copied out, not written in place
+            t = bb.sub(x=x, y=np.float32(1))
+            return [t, bb.add(x=y, y=t), bb.mul(x=y, y=np.float32(-3))]
 
         a, c, d = b.cond(pred, then, other, name="choose")
         return [b.add(x=a, y=np.float32(0.5), name="after"), c, d]
@@ -43,11 +44,11 @@ def test_cond_takes_the_arm_python_takes(tmp_path: Path, sign: float) -> None:
     if s[0] > 0:
         want = [x * 2 + 0.5, y, CONST]
     else:
-        want = [x - 1 + 0.5, y + x, y * -3]
+        want = [x - 1 + 0.5, y + x - 1, y * -3]
     for g, w in zip(got, want):
         assert_close(g, w)
-    kinds = layer_kinds(path)
-    assert kinds["branch"] == 1 and kinds["copy"] == 6
+    kinds = layer_kinds(path)  # copies: the outer value y, and t; the other results are written in place
+    assert kinds["branch"] == 1 and kinds["copy"] == 2
 
 
 def _counted_loop(n_steps: int, return_counter: bool):
@@ -152,4 +153,23 @@ def test_the_shared_loop_model_round_trips_to_its_own_layers(tmp_path: Path) -> 
     assert want.keys() == got.keys()
     for k in want:
         assert_close(got[k], want[k], 1e-6)
+    assert layer_kinds(out) == layer_kinds(src)
+
+
+def test_the_shared_branch_model_round_trips_to_its_own_layers(tmp_path: Path) -> None:
+    """builder/control_flow_branch.mlmodel: the frontend's condition test (|c| > 1e-6 of the
+    branch's input) goes back into the branch layer; both arms' values match the first IR."""
+    from ..conftest import MODELS
+
+    src = MODELS / "builder" / "control_flow_branch.mlmodel"
+    stored = dict(np.load(src.with_suffix(".npz")))
+    first = converter.load(src)
+    out = tmp_path / "m.mlmodel"
+    converter.convert(first, to="neuralnetwork", out=out, passes="none")
+    second = converter.load(out)
+    for cond in (1.0, 0.0, -0.5, 1e-7):
+        feeds = {**stored, "cond": np.full_like(stored["cond"], cond)}
+        want, got = converter.run(first, feeds), converter.run(second, feeds)
+        for k in want:
+            assert_close(got[k], want[k], 1e-6)
     assert layer_kinds(out) == layer_kinds(src)

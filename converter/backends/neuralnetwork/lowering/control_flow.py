@@ -3,8 +3,12 @@
 NeuralNetwork control-flow layers have no outputs: their nested networks write blobs of the
 enclosing network by name, and ``copy`` is the layer that (over)writes an existing blob.
 
-- cond: both arms copy their results into the same blobs (the cond's results), so the layers
-  after the branch read one name whichever arm ran.
+- cond: both arms write their results into the same blobs (the cond's results), so the layers
+  after the branch read one name whichever arm ran: the layer computing a result writes it there
+  when nothing else in the arm reads it, else a ``copy`` does. The branch layer tests its condition as
+  ``|c| > 1e-6`` (the threshold coremltools' builder documents), so a bool predicate is read as
+  1.0 / 0.0, and a predicate that is that very test of a one-element float (how our frontend reads
+  a branch) is replaced by the value tested, its ops absorbed.
 - while_loop: each loop variable lives in one blob (the while_loop's result) for the whole loop:
   copied from its initial value before the loop, read by the condition and body networks, and
   overwritten by ``copy`` layers at the end of the body. The copies form a parallel assignment: a
@@ -21,11 +25,14 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
 from ....errors import LoweringError
+from ....ir.consteval import compile_time_value
 from ....ir.core import Block, Op, Value
+from ....ir.types import TensorType, is_static_dim
 from ..emitter import NetworkEmitter
 from .registry import lowering
 
@@ -50,16 +57,85 @@ def _written(network: object) -> set[str]:
     return {o for layer in network.layers for o in layer.output}  # type: ignore[attr-defined]
 
 
-@lowering("cond", kind="decomposed", note="branch with ifBranch/elseBranch networks; each arm copies its "
-                                          "results into the same blobs")
+PRED_EPS = 1e-6  # a branch takes its if branch when the condition's magnitude exceeds this
+
+
+def magnitude_test(pred: Value) -> tuple[Value, list[Op]] | None:
+    """When ``pred`` is ``|reshape(c, [])| > 1e-6`` for a one-element float ``c`` (how our frontend
+    reads a branch's condition): ``c``, and the ops computing the test (those read only by it)."""
+    p = pred.producer
+    if p is None or p.type != "greater" or not isinstance(p.inputs.get("x"), Value):
+        return None
+    eps = compile_time_value(p.inputs["y"]) if isinstance(p.inputs.get("y"), Value) else None
+    if eps is None or np.asarray(eps).size != 1 or float(np.asarray(eps).reshape(())) != np.float32(PRED_EPS):
+        return None
+    mag = p.inputs["x"].producer
+    if mag is None or mag.type != "abs":
+        return None
+    chain = [p, mag]
+    c = mag.inputs["x"]
+    flat = c.producer
+    if flat is not None and flat.type == "reshape":
+        chain.append(flat)
+        c = flat.inputs["x"]
+    t = c.type
+    if not (isinstance(t, TensorType) and t.dtype.is_float and t.shape is not None
+            and all(is_static_dim(d) for d in t.shape) and int(np.prod([int(d) for d in t.shape])) == 1):
+        return None
+    owned = []  # the chain's ops from the cond back, while each result is read only by the next
+    for o in chain:
+        if len(o.outputs[0].uses) != 1:
+            break
+        owned.append(o)
+    return c, owned
+
+
+def _absorbs_cond(op: Op) -> list[Op]:
+    found = magnitude_test(op.inputs["pred"])
+    return found[1] if found is not None else []
+
+
+@lowering("cond", kind="decomposed", absorbs=_absorbs_cond,
+          note="branch with ifBranch/elseBranch networks; each arm copies its results into the same blobs")
 def _cond(e: NetworkEmitter, op: Op) -> None:
-    pred = e.blob(op.inputs["pred"])
+    found = magnitude_test(op.inputs["pred"])
+    pred = e.blob(found[0] if found is not None else op.inputs["pred"])
     outs = [e.define(v) for v in op.outputs]
     p = e.layer("branch", op.name, [pred], [])
     for network, block in ((p.ifBranch, op.blocks[0]), (p.elseBranch, op.blocks[1])):
         child = lower_nested(e, network, block, {})
         for v, out in zip(block.outputs, outs):
-            child.layer("copy", f"{op.name}_{out}", [child.blob(v)], [out])
+            if not _retarget(network, child, v, block, out):
+                child.layer("copy", f"{op.name}_{out}", [child.blob(v)], [out])
+
+
+def _retarget(network: Any, child: NetworkEmitter, v: Value, block: Block, out: str) -> bool:
+    """Make the arm's layer computing ``v`` write ``out`` itself (no copy), when ``v`` is computed in
+    the arm and read by nothing but the block's output."""
+    if len(v.uses) != 1 or v.producer is None or v.producer.block is not block:
+        return False
+    blob = child.blob(v)  # a constant of the arm: its loadConstantND, here
+    writers = [layer for layer in network.layers if blob in layer.output]
+    if len(writers) != 1 or blob in _reads(network):
+        return False
+    outputs = writers[0].output
+    outputs[list(outputs).index(blob)] = out
+    child.bind(v, out)
+    return True
+
+
+def _reads(network: Any) -> set[str]:
+    """Every blob the layers of ``network`` (nested networks included) read."""
+    out: set[str] = set()
+    for layer in network.layers:
+        out.update(layer.input)
+        kind = layer.WhichOneof("layer")
+        if kind == "branch":
+            out |= _reads(layer.branch.ifBranch) | _reads(layer.branch.elseBranch)
+        elif kind == "loop":
+            out |= _reads(layer.loop.conditionNetwork) | _reads(layer.loop.bodyNetwork)
+            out.add(layer.loop.conditionVar)
+    return out
 
 
 @lowering("while_loop", kind="decomposed", note="loop with conditionNetwork/bodyNetwork; loop variables in "
