@@ -292,3 +292,56 @@ def test_a_wrapper_read_elsewhere_too_is_kept(tmp_path: Path) -> None:
     assert_close(got[2], 2 * x)
     # the x squeeze (kept for the mul), hn's squeeze, h0's expandDims; no expandDims for x or y
     assert layer_kinds(path) == {"simpleRecurrent": 1, "squeeze": 2, "expandDims": 1, "multiply": 1}
+
+
+def test_bidirectional_rank5_wrappers_are_absorbed(tmp_path: Path) -> None:
+    """The frontend's bidirectional pattern: each direction's rank-5 states reshaped and
+    concatenated into the op, its final states split and expanded: one biDirectionalLSTM."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, 2 * H), _rand(B, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True)
+
+    def body(b, x5, hf, cf, hb, cb):
+        xs = b.squeeze(x=x5, axes=[3, 4])
+        h_in = b.concat(values=(b.reshape(x=hf, shape=[-1, H]), b.reshape(x=hb, shape=[-1, H])), axis=1)
+        c_in = b.concat(values=(b.reshape(x=cf, shape=[-1, H]), b.reshape(x=cb, shape=[-1, H])), axis=-1)
+        ys, hn, cn = b.lstm(x=xs, initial_h=h_in, initial_c=c_in, direction="bidirectional",
+                            output_sequence=True, **params, name="lstm")
+        outs = [b.expand_dims(x=ys, axes=[3, 4], name="y5")]
+        for v, tag in ((hn, "h"), (cn, "c")):
+            halves = b.split(x=v, num_splits=2, axis=1)
+            outs += [b.expand_dims(x=part, axes=[0, 3, 4], name=f"{tag}{d}_out") for part, d in zip(halves, "fb")]
+        return outs
+
+    def r5(a: np.ndarray) -> np.ndarray:
+        return a[None, :, :, None, None]
+
+    feeds = {"x5": x[:, :, :, None, None], "hf": r5(h0[:, :H]), "cf": r5(c0[:, :H]), "hb": r5(h0[:, H:]),
+             "cb": r5(c0[:, H:])}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y[:, :, :, None, None])
+    for tag, full in (("h", h), ("c", c)):
+        assert_close(got[f"{tag}f_out"], r5(full[:, :H]))
+        assert_close(got[f"{tag}b_out"], r5(full[:, H:]))
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1}
+
+
+def test_a_reshaped_state_is_one_reshape_to_rank5(tmp_path: Path) -> None:
+    """A state made by a reshape (a model's rank-1 state input): one reshapeStatic straight to
+    [1, B, H, 1, 1] instead of a reshape and an expandDims."""
+    x, h0 = _rand(S, 1, IN), _rand(1, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x, h_flat):
+        _, hn = b.rnn(x=x, initial_h=b.reshape(x=h_flat, shape=[1, H]), weight_ih=w_ih, weight_hh=w_hh,
+                      activation="sigmoid", name="rnn")
+        return [hn]
+
+    feeds = {"x": x, "h_flat": h0.reshape(-1)}
+    path = tmp_path / "m.mlmodel"
+    (got,) = run_nn(program(feeds, body), feeds, path).values()
+    h = h0
+    for t in range(S):
+        h = 1 / (1 + np.exp(-(x[t] @ w_ih.T + h @ w_hh.T)))
+    assert_close(got, h)
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 1, "reshapeStatic": 1, "squeeze": 1}

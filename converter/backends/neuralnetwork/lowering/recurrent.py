@@ -8,8 +8,9 @@ results unwrapped with ``squeeze`` (only the results something reads). Constant 
 written rank-5 directly; all-zero ones are left out (the layers start from zeros). A program that
 already holds the rank-5 values (what our NeuralNetwork frontend writes for these layers: ``squeeze``
 or ``reshape`` of a ``[S, B, I, 1, 1]`` / ``[1, B, H, 1, 1]`` value into the op, ``expand_dims`` of
-its results) gets the one layer: it reads and writes those values, and the wrapping ops are
-absorbed (one direction; the bidirectional layer's split states are always wrapped).
+its results; for the bidirectional layer a ``concat`` of the two directions' states and a ``split``
+of the final ones) gets the one layer: it reads and writes those values, and the wrapping ops are
+absorbed.
 
 Gate blocks are split out of the IR's stacked matrices (views, written as they are stored, fp16
 staying fp16): lstm ``ifoz`` -> inputGate, forgetGate, outputGate, blockInput; gru ``roz`` ->
@@ -34,7 +35,7 @@ import numpy as np
 from ....errors import LoweringError
 from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
-from ....ir.types import TensorType
+from ....ir.types import TensorType, is_static_dim
 from ..emitter import NetworkEmitter, op_input
 from .registry import lowering
 
@@ -124,8 +125,39 @@ def rank5_source(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
     if p.type == "squeeze":
         return p if _const_axes(p, 5) == unit_axes else None
     kept = tuple(d for i, d in enumerate(shape) if i not in unit_axes)
-    units = all(isinstance(shape[i], int) and shape[i] == 1 for i in unit_axes)
+    units = all(is_static_dim(shape[i]) and int(shape[i]) == 1 for i in unit_axes)
     return p if units and tuple(out) == kept else None
+
+
+def reshape_source(v: Value) -> Op | None:
+    """The ``reshape`` making ``v`` when ``v``'s shape is static: the layer's rank-5 input can be one
+    ``reshapeStatic`` of that reshape's input instead of a reshape and an ``expandDims``."""
+    p = v.producer
+    if p is None or p.type != "reshape" or not isinstance(p.inputs.get("x"), Value):
+        return None
+    t = v.type
+    return p if isinstance(t, TensorType) and t.shape is not None and all(map(is_static_dim, t.shape)) else None
+
+
+def _to_rank5(e: NetworkEmitter, v: Value, unit_axes: tuple[int, ...], base: str) -> str:
+    """``v`` with the unit axes ``unit_axes`` inserted: read past the op that dropped them, or one
+    ``reshapeStatic`` of the input of the reshape making ``v``, else an ``expandDims``."""
+    p = rank5_source(v, unit_axes)
+    if p is not None:
+        return e.blob(p.inputs["x"])
+    r = reshape_source(v)
+    if r is not None:
+        dims = [int(d) for d in v.type.shape]  # type: ignore[union-attr]
+        for a in unit_axes:
+            dims.insert(a, 1)
+        out = e.fresh(base)
+        e.layer("reshapeStatic", base, [e.blob(r.inputs["x"])], [out]).targetShape.extend(dims)
+        return out
+    return expand_dims(e, e.blob(v), unit_axes, base)
+
+
+def _wrapping_input(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
+    return rank5_source(v, unit_axes) or reshape_source(v)
 
 
 def rank5_wrapper(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
@@ -141,92 +173,147 @@ def rank5_wrapper(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
     return user if _const_axes(user, 5) == unit_axes else None
 
 
-def _one_direction(op: Op) -> bool:
+def _directions(op: Op) -> int:
     direction = compile_time_value(op.inputs["direction"]) if isinstance(op.inputs.get("direction"), Value) else None
-    return direction is None or str(np.asarray(direction).reshape(())) != "bidirectional"
+    return 2 if direction is not None and str(np.asarray(direction).reshape(())) == "bidirectional" else 1
+
+
+def _const_int(v: object) -> int | None:
+    val = compile_time_value(v) if isinstance(v, Value) else None
+    return None if val is None or np.asarray(val).size != 1 else int(np.asarray(val).reshape(()))
+
+
+def state_parts(v: Value, directions: int) -> tuple[list[Value], Op | None] | None:
+    """Each direction's ``[B, H]`` state in ``v`` (``[B, D*H]``): ``v`` itself, or the two halves a
+    ``concat`` on the last axis makes it of (and that concat); None for a bidirectional state made
+    otherwise."""
+    if directions == 1:
+        return [v], None
+    c = v.producer
+    parts = c.inputs.get("values") if c is not None and c.type == "concat" else None
+    if not isinstance(parts, tuple) or len(parts) != 2 or _const_int(c.inputs.get("axis")) not in (1, -1):
+        return None
+    return list(parts), c
+
+
+def state_wrappers(r: Value, directions: int) -> tuple[list[Op], list[Op]] | None:
+    """The ``expand_dims`` giving each direction's rank-5 final state from the result ``r``, and
+    every op between (the one reader of ``r``: the wrapper, or a ``split`` in two halves of it on
+    the last axis whose halves each have one wrapper)."""
+    if directions == 1:
+        w = rank5_wrapper(r, STATE_AXES)
+        return ([w], [w]) if w is not None else None
+    uses = list(r.uses)
+    split = uses[0].user if len(uses) == 1 else None
+    if not isinstance(split, Op) or split.type != "split" or split.block is not r.producer.block:  # type: ignore[union-attr]
+        return None
+    if _const_int(split.inputs.get("axis")) not in (1, -1) or _const_int(split.inputs.get("num_splits")) != 2:
+        return None
+    wrappers = [rank5_wrapper(half, STATE_AXES) for half in split.outputs]
+    if len(wrappers) != 2 or any(w is None for w in wrappers):
+        return None
+    return wrappers, [split, *wrappers]  # type: ignore[list-item]
+
+
+def _state_keys(op: Op) -> list[str]:
+    return ["initial_h", "initial_c"] if op.type == "lstm" else ["initial_h"]
 
 
 def _absorbs(op: Op) -> list[Op]:
-    """The wrapping ops the one-direction layer makes unnecessary (module docstring)."""
-    if not _one_direction(op):
-        return []
+    """The wrapping ops the layer makes unnecessary (module docstring): those making its inputs from
+    rank-5 values (each read only on the way to it), and those making rank-5 values of its results."""
+    n_dir = _directions(op)
     out = []
-    for key, axes in (("x", X_AXES), ("initial_h", STATE_AXES), ("initial_c", STATE_AXES)):
-        v = op_input(op, key)
-        p = rank5_source(v, axes) if v is not None and len(v.uses) == 1 else None
-        if p is not None:
-            out.append(p)
-    for r, axes in zip(op.outputs, (X_AXES, STATE_AXES, STATE_AXES)):
-        w = rank5_wrapper(r, axes)
-        if w is not None:
-            out.append(w)
+    x = op.inputs["x"]
+    p = _wrapping_input(x, X_AXES)
+    if p is not None and len(x.uses) == 1:
+        out.append(p)
+    for key in _state_keys(op):
+        v = op.inputs[key]
+        found = state_parts(v, n_dir)
+        if found is None or not _computed(v) or len(v.uses) != 1:
+            continue
+        parts, concat = found
+        if concat is not None:
+            out.append(concat)
+        for u in parts:  # each read only by the concat (or the op)
+            p = _wrapping_input(u, STATE_AXES)
+            if p is not None and len(u.uses) == 1:
+                out.append(p)
+    w = rank5_wrapper(op.outputs[0], X_AXES)
+    if w is not None:
+        out.append(w)
+    for r in op.outputs[1:]:
+        found2 = state_wrappers(r, n_dir)
+        if found2 is not None:
+            out.extend(found2[1])
     return out
 
 
+def _computed(v: Value) -> bool:
+    """Whether ``v`` is computed at run time (a constant state is written rank-5 directly)."""
+    return compile_time_value(v) is None
+
+
 def _sequence(e: NetworkEmitter, op: Op) -> str:
-    x = op.inputs["x"]
-    p = rank5_source(x, X_AXES)
-    if p is not None:
-        return e.blob(p.inputs["x"])
-    return expand_dims(e, e.blob(x), [3, 4], f"{op.name}_x5")
+    return _to_rank5(e, op.inputs["x"], X_AXES, f"{op.name}_x5")
 
 
-def _states(e: NetworkEmitter, op: Op, keys: Sequence[str], directions: int) -> list[str]:
+def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
     """The initial-state inputs ``[1, B, H, 1, 1]`` in the layer's order (per direction: h[, c]);
     none when every state is a constant zero."""
+    keys = _state_keys(op)
     values = [op.inputs[k] for k in keys]
     consts = [e.const(v) for v in values]
     if all(c is not None and not np.any(np.asarray(c)) for c in consts):
         return []
     per_key: list[list[str]] = []
     for k, v, c in zip(keys, values, consts):
+        found = state_parts(v, directions)
         if c is not None:
             halves = np.split(np.asarray(c), directions, axis=-1)
             per_key.append([e.load_constant(None, h[None, :, :, None, None], f"{op.name}_{k}{i}")
                             for i, h in enumerate(halves)])
-            continue
-        if directions == 1:
-            p = rank5_source(v, STATE_AXES)
-            per_key.append([e.blob(p.inputs["x"]) if p is not None else
-                            expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")])
-            continue
-        blob = expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")
-        parts = [e.fresh(f"{op.name}_{k}_{d}") for d in ("fwd", "bwd")]
-        split = e.layer("splitND", f"{op.name}_{k}_split", [blob], parts)
-        split.axis, split.numSplits = 2, 2
-        per_key.append(parts)
+        elif found is not None:
+            per_key.append([_to_rank5(e, u, STATE_AXES, f"{op.name}_{k}{i}_5") for i, u in enumerate(found[0])])
+        else:
+            blob = expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")
+            parts = [e.fresh(f"{op.name}_{k}_{d}") for d in ("fwd", "bwd")]
+            split = e.layer("splitND", f"{op.name}_{k}_split", [blob], parts)
+            split.axis, split.numSplits = 2, 2
+            per_key.append(parts)
     return [per_key[k][d] for d in range(directions) for k in range(len(keys))]
 
 
-def _outputs(e: NetworkEmitter, op: Op, n_states: int, directions: int) -> list[str]:
-    """The layer's output blobs (the sequence, then each direction's final states, as far as the
-    last one read) and the squeeze layers that give the op's results."""
-    def blob(r: Value, axes: tuple[int, ...], base: str) -> str:
-        w = rank5_wrapper(r, axes) if directions == 1 else None
-        return e.define(w.outputs[0]) if w is not None else e.fresh(base)
-
-    y5 = blob(op.outputs[0], X_AXES, f"{op.name}_y5")
-    states = [blob(op.outputs[1 + k], STATE_AXES, f"{op.name}_{'hc'[k]}{d}") if d == 0 else
-              e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions) for k in range(n_states)]
-    used = [len(v.uses) > 0 for v in op.outputs[1:]]
+def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
+    """The layer's output blobs: the sequence, then each direction's final states (as far as the
+    last one read); a result's rank-5 wrappers get theirs written directly."""
+    n_states = len(op.outputs) - 1
+    w = rank5_wrapper(op.outputs[0], X_AXES)
+    blobs = [e.define(w.outputs[0]) if w is not None else e.fresh(f"{op.name}_y5")]
+    states: list[list[str]] = []
+    for k, r in enumerate(op.outputs[1:]):
+        found = state_wrappers(r, directions)
+        states.append([e.define(w.outputs[0]) for w in found[0]] if found is not None else
+                      [e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions)])
+    used = [len(r.uses) > 0 for r in op.outputs[1:]]
     if not any(used):
-        return [y5]
-    last = max(k for k, u in enumerate(used) if u)
-    return [y5] + (states[: last + 1] if directions == 1 else states)
+        return blobs
+    last = max(k for k, u in enumerate(used) if u) if directions == 1 else n_states - 1
+    return blobs + [states[k][d] for d in range(directions) for k in range(last + 1)]
 
 
-def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], n_states: int, directions: int) -> None:
+def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], directions: int) -> None:
     """The op's results from the layer's rank-5 outputs (a result read only through its rank-5
-    wrapper has that wrapper's blob already)."""
-    if directions == 2 or rank5_wrapper(op.outputs[0], X_AXES) is None:
+    wrappers has them already)."""
+    n_states = len(op.outputs) - 1
+    if rank5_wrapper(op.outputs[0], X_AXES) is None:
         squeeze_into(e, blobs[0], [3, 4], op.outputs[0], f"{op.name}_y")
-    for k in range(n_states):
-        result = op.outputs[1 + k]
-        if not len(result.uses):
+    for k, result in enumerate(op.outputs[1:]):
+        if not len(result.uses) or state_wrappers(result, directions) is not None:
             continue
         if directions == 1:
-            if rank5_wrapper(result, STATE_AXES) is None:
-                squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
+            squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
             continue
         both = e.fresh(f"{op.name}_{'hc'[k]}5")
         e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", [blobs[1 + k], blobs[1 + n_states + k]],
@@ -249,8 +336,8 @@ def _sizes(e: NetworkEmitter, op: Op) -> tuple[np.ndarray, np.ndarray, int, int]
 def _rnn(e: NetworkEmitter, op: Op) -> None:
     w_ih, w_hh, inp, hid = _sizes(e, op)
     bias = _weight(e, op, "bias")
-    ins = [_sequence(e, op), *_states(e, op, ["initial_h"], 1)]
-    outs = _outputs(e, op, 1, 1)
+    ins = [_sequence(e, op), *_states(e, op, 1)]
+    outs = _outputs(e, op, 1)
     p = e.layer("simpleRecurrent", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     set_activation(p.activation, _str(e, op, "activation"))
@@ -261,7 +348,7 @@ def _rnn(e: NetworkEmitter, op: Op) -> None:
     if bias is not None:
         p.hasBiasVector = True
         e.weights(p.biasVector, bias)
-    _unwrap(e, op, outs, 1, 1)
+    _unwrap(e, op, outs, 1)
 
 
 @lowering("gru", kind="decomposed", absorbs=_absorbs, note="expandDims + gru + squeeze; iOS18 reset_after=True has no "
@@ -274,8 +361,8 @@ def _gru(e: NetworkEmitter, op: Op) -> None:
     bias, input_bias = _weight(e, op, "bias"), _weight(e, op, "input_bias")
     if input_bias is not None:  # without reset_after both biases are added to every gate's sum
         bias = input_bias if bias is None else np.asarray(bias, np.float32) + np.asarray(input_bias, np.float32)
-    ins = [_sequence(e, op), *_states(e, op, ["initial_h"], 1)]
-    outs = _outputs(e, op, 1, 1)
+    ins = [_sequence(e, op), *_states(e, op, 1)]
+    outs = _outputs(e, op, 1)
     p = e.layer("gru", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     for key in ("recurrent_activation", "activation"):
@@ -287,7 +374,7 @@ def _gru(e: NetworkEmitter, op: Op) -> None:
     if bias is not None:
         p.hasBiasVectors = True
         _fill(e, p, GRU_GATES, "BiasVector", _blocks(bias, 3))
-    _unwrap(e, op, outs, 1, 1)
+    _unwrap(e, op, outs, 1)
 
 
 @lowering("lstm", kind="decomposed", absorbs=_absorbs, note="expandDims + uniDirectionalLSTM / biDirectionalLSTM (+ splitND, "
@@ -305,8 +392,8 @@ def _lstm(e: NetworkEmitter, op: Op) -> None:
     if clip is not None and not float(np.asarray(clip)) > 0:
         raise LoweringError(f"clip {float(np.asarray(clip))} is not positive: cellClipThreshold 0 means the "
                             f"default (50) in NeuralNetwork")
-    ins = [_sequence(e, op), *_states(e, op, ["initial_h", "initial_c"], n_dir)]
-    outs = _outputs(e, op, 2, n_dir)
+    ins = [_sequence(e, op), *_states(e, op, n_dir)]
+    outs = _outputs(e, op, n_dir)
     p = e.layer("biDirectionalLSTM" if n_dir == 2 else "uniDirectionalLSTM", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     acts = [_str(e, op, k) for k in ("recurrent_activation", "cell_activation", "activation")]
@@ -333,4 +420,4 @@ def _lstm(e: NetworkEmitter, op: Op) -> None:
         if lp.hasPeepholeVectors:
             x = peeps[d] if peeps[d] is not None else np.zeros(3 * hid, np.float32)
             _fill(e, wp, LSTM_GATES[:3], "PeepholeVector", _blocks(x, 3))
-    _unwrap(e, op, outs, 2, n_dir)
+    _unwrap(e, op, outs, n_dir)
