@@ -173,3 +173,21 @@ def test_the_shared_branch_model_round_trips_to_its_own_layers(tmp_path: Path) -
         for k in want:
             assert_close(got[k], want[k], 1e-6)
     assert layer_kinds(out) == layer_kinds(src)
+
+
+def test_a_loop_inside_a_branch_arm_keeps_its_variable_blob(tmp_path: Path) -> None:
+    """An arm's result made by a loop whose variable the body overwrites without reading it: the
+    result is copied out (renaming the loop's initial copy would split the variable's blob)."""
+
+    def body(b, s, x):
+        def then(bb):
+            i, last = bb.while_loop([bb.const(np.float32(0)), x], lambda b2, i, v: b2.less(x=i, y=np.float32(3)),
+                                    lambda b2, i, v: [b2.add(x=i, y=np.float32(1)), b2.mul(x=x, y=i)])
+            return [last]
+
+        (r,) = b.cond(b.greater(x=s, y=np.float32(0)), then, lambda bb: [bb.mul(x=x, y=np.float32(-1))])
+        return [r]
+
+    feeds = {"s": S, "x": X}
+    (got,) = run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel").values()
+    assert_close(got, X * 2)  # the last iteration has i = 2

@@ -116,12 +116,25 @@ def _retarget(network: Any, child: NetworkEmitter, v: Value, block: Block, out: 
         return False
     blob = child.blob(v)  # a constant of the arm: its loadConstantND, here
     writers = [layer for layer in network.layers if blob in layer.output]
-    if len(writers) != 1 or blob in _reads(network):
-        return False
+    if len(writers) != 1 or blob in _reads(network) or _writes(network).count(blob) != 1:
+        return False  # (a loop's variable is written in its body too)
     outputs = writers[0].output
     outputs[list(outputs).index(blob)] = out
     child.bind(v, out)
     return True
+
+
+def _writes(network: Any) -> list[str]:
+    """Every blob the layers of ``network`` (nested networks included) write, once per writer."""
+    out: list[str] = []
+    for layer in network.layers:
+        out.extend(layer.output)
+        kind = layer.WhichOneof("layer")
+        if kind == "branch":
+            out += _writes(layer.branch.ifBranch) + _writes(layer.branch.elseBranch)
+        elif kind == "loop":
+            out += _writes(layer.loop.conditionNetwork) + _writes(layer.loop.bodyNetwork)
+    return out
 
 
 def _reads(network: Any) -> set[str]:
