@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 import torch
 
+import converter
 from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
 from converter.errors import UnsupportedError
 
@@ -345,3 +346,20 @@ def test_a_reshaped_state_is_one_reshape_to_rank5(tmp_path: Path) -> None:
         h = 1 / (1 + np.exp(-(x[t] @ w_ih.T + h @ w_hh.T)))
     assert_close(got, h)
     assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 1, "reshapeStatic": 1, "squeeze": 1}
+
+
+def test_relu_gate_results_follow_the_layers_pre_activation_clip(tmp_path: Path) -> None:
+    """The documented difference: the layer clips each gate pre-activation to [-50, 50] (the
+    proto's simpleRecurrent equation), the IR op does not; with relu the outputs differ past 50."""
+    x = np.array([[[30.0]], [[80.0]]], np.float32)
+
+    def body(b, x):
+        return list(b.rnn(x=x, initial_h=np.zeros((1, 1), np.float32), weight_ih=np.ones((1, 1), np.float32),
+                          weight_hh=np.full((1, 1), 0.5, np.float32), activation="relu", output_sequence=True,
+                          name="rnn"))[:1]
+
+    prog = program({"x": x}, body)
+    (ir,) = converter.run(prog, {"x": x}).values()
+    (nn,) = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel").values()
+    assert_close(ir.reshape(-1), [30.0, 95.0])  # relu(80 + 0.5 * 30)
+    assert_close(nn.reshape(-1), [30.0, 50.0])  # relu(clip(95, -50, 50))
