@@ -12,14 +12,21 @@ NeuralNetwork blobs hold fp32, integer IR values included (as integral floats), 
   say how the ``round`` layer breaks ties, and ``clip`` of NaN is unspecified.
 
 Compile-time weight compression (constexpr_* ops) is expanded before lowering (see the backend's
-prepare step), so those ops never reach this table.
+prepare step), so those ops never reach this table; the compressed form of the weights of the
+layers that take quantized WeightParams is recorded first and written instead (end of module).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
 import numpy as np
 
 from ....errors import LoweringError
+from ....ir.bitpack import unpack_subbyte
+from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
 from ..emitter import NetworkEmitter, op_input, rank
 from .registry import lowering
@@ -82,3 +89,119 @@ def _quantize(e: NetworkEmitter, op: Op) -> None:
         rounded = _binary(e, op, "add", rounded, zp, "shifted", None)
     p = e.layer("clip", op.name, [rounded], [e.define(op.outputs[0])])
     p.minVal, p.maxVal = lo, hi
+
+
+# ---------------------------------------------------------------------------------------------
+# Compressed weights: iOS16 constexpr_affine_dequantize / constexpr_lut_to_dense feeding a layer's
+# weights become a quantized WeightParams (rawValue + QuantizationParams) instead of fp32 values.
+#
+# The backend's prepare step expands every constexpr op into a constant (the layers need dense
+# values everywhere else). Before that, `annotate_compressed` records the compressed form of each
+# weight input listed in COMPRESSIBLE on the op reading it (op.attributes[COMPRESSED][key]); a
+# lowering writing that input's WeightParams calls `write_weights`, which writes the recorded form
+# when there is one and the dense constant otherwise.
+
+COMPRESSED = "nn_compressed_weights"
+
+#: (op type, input) -> the axis of output channels a per-channel linear quantization may run along
+#: (None: per-tensor quantization only, the recurrent layers' case)
+COMPRESSIBLE: dict[tuple[str, str], int | None] = {
+    ("conv", "weight"): 0, ("linear", "weight"): 0,
+    **{(op, key): None for op in ("rnn", "gru", "lstm")
+       for key in ("weight_ih", "weight_hh", "weight_ih_back", "weight_hh_back")},
+}
+
+
+@dataclass(frozen=True)
+class QuantizedWeights:
+    """n-bit codes (unpacked, in the dense tensor's row-major order) with a linear map
+    ``w = scale[c] * q + bias[c]`` (per tensor or per output channel ``c`` on axis 0) or a table."""
+
+    nbits: int
+    codes: np.ndarray  # uint8, shape of the dense tensor
+    scale: np.ndarray | None = None
+    bias: np.ndarray | None = None
+    lut: np.ndarray | None = None
+
+    def rows(self, start: int, stop: int) -> QuantizedWeights:
+        """The rows ``start:stop`` (axis 0) of the tensor, e.g. one gate block."""
+        per_row = self.scale is not None and self.scale.size > 1
+        return QuantizedWeights(self.nbits, self.codes[start:stop],
+                                self.scale[start:stop] if per_row else self.scale,  # type: ignore[index]
+                                self.bias[start:stop] if per_row else self.bias, self.lut)  # type: ignore[index]
+
+    def dense(self) -> np.ndarray:
+        if self.lut is not None:
+            return self.lut[self.codes]
+        shape = (-1,) + (1,) * (self.codes.ndim - 1)
+        return self.codes * self.scale.reshape(shape) + self.bias.reshape(shape)  # type: ignore[union-attr]
+
+    def write(self, wp: Any) -> None:
+        wp.rawValue = pack_msb_first(self.codes.reshape(-1), self.nbits).tobytes()
+        q = wp.quantization
+        q.numberOfBits = self.nbits
+        if self.lut is not None:
+            q.lookupTableQuantization.floatValue.extend(float(x) for x in self.lut)
+        else:
+            q.linearQuantization.scale.extend(float(x) for x in self.scale)  # type: ignore[union-attr]
+            q.linearQuantization.bias.extend(float(x) for x in self.bias)  # type: ignore[union-attr]
+
+
+def pack_msb_first(codes: np.ndarray, nbits: int) -> np.ndarray:
+    """``nbits``-bit codes packed most significant bit first (the NeuralNetwork layout)."""
+    v = np.ascontiguousarray(codes, np.uint8)
+    if nbits == 8:
+        return v
+    planes = np.empty((v.size, nbits), np.uint8)
+    for k in range(nbits):
+        np.bitwise_and(np.right_shift(v, nbits - 1 - k), 1, out=planes[:, k])
+    return np.packbits(planes.reshape(-1))
+
+
+def quantized_form(op: Op, out_axis: int | None) -> QuantizedWeights | None:
+    """The NeuralNetwork form of the fp32 tensor a constant iOS16 ``constexpr_affine_dequantize``
+    (8-bit; per tensor or per ``out_axis`` channel) or ``constexpr_lut_to_dense`` (1, 2, 4, 6 or 8
+    bits) computes; None for any other op or form."""
+    if op.outputs[0].type.dtype.name != "fp32":  # type: ignore[union-attr]
+        return None  # an fp16 result is rounded after the lookup: the layer would not round
+    vals = {k: compile_time_value(v) for k, v in op.inputs.items() if isinstance(v, Value)}
+    if any(v is None for v in vals.values()):
+        return None
+    if op.type == "constexpr_affine_dequantize":
+        data = np.asarray(vals["quantized_data"])
+        scale = np.asarray(vals["scale"], np.float32).reshape(-1)
+        zp = np.asarray(vals["zero_point"], np.float32).reshape(-1)
+        axis = int(np.asarray(vals["axis"])) % max(data.ndim, 1)
+        if max(scale.size, zp.size) > 1 and (out_axis is None or axis != out_axis):
+            return None
+        n = max(scale.size, zp.size)
+        scale, zp = np.broadcast_to(scale, (n,)), np.broadcast_to(zp, (n,))
+        shift = 128 if data.dtype == np.int8 else 0  # NeuralNetwork codes are unsigned
+        codes = (data.astype(np.int16) + shift).astype(np.uint8)
+        return QuantizedWeights(8, codes, scale.astype(np.float32), (-scale * (zp + shift)).astype(np.float32))
+    if op.type == "constexpr_lut_to_dense" and "shape" in vals:
+        lut = np.asarray(vals["lut"], np.float32).reshape(-1)
+        nbits = lut.size.bit_length() - 1
+        if lut.size != 1 << nbits or nbits not in (1, 2, 4, 6, 8):
+            return None
+        shape = tuple(int(d) for d in np.asarray(vals["shape"]).reshape(-1))
+        codes = unpack_subbyte(np.asarray(vals["indices"], np.uint8), nbits, int(np.prod(shape))).reshape(shape)
+        return QuantizedWeights(nbits, codes, lut=lut)
+    return None
+
+
+def annotate_compressed(ops: Iterable[Op]) -> None:
+    """Record on each op the compressed form of its COMPRESSIBLE weight inputs (see above)."""
+    for op in ops:
+        for key, v in op.inputs.items():
+            slot = (op.type, key)
+            if slot not in COMPRESSIBLE or not isinstance(v, Value) or v.producer is None:
+                continue
+            form = quantized_form(v.producer, COMPRESSIBLE[slot])
+            if form is not None:
+                op.attributes.setdefault(COMPRESSED, {})[key] = form
+
+
+def compressed(op: Op, key: str) -> QuantizedWeights | None:
+    """The compressed form recorded for ``op``'s input ``key``, if any."""
+    return (op.attributes.get(COMPRESSED) or {}).get(key)

@@ -37,6 +37,7 @@ from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
 from ....ir.types import TensorType, is_static_dim
 from ..emitter import NetworkEmitter, op_input
+from .quant import QuantizedWeights, compressed
 from .registry import lowering
 
 _ACTIVATION_KIND = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "ReLU", "linear": "linear",
@@ -93,9 +94,23 @@ def _blocks(a: np.ndarray, n: int) -> list[np.ndarray]:
     return np.split(a, n, axis=0)
 
 
-def _fill(e: NetworkEmitter, owner: Any, names: Sequence[str], suffix: str, arrays: Sequence[np.ndarray]) -> None:
+def _fill(e: NetworkEmitter, owner: Any, names: Sequence[str], suffix: str,
+          arrays: Sequence[np.ndarray | QuantizedWeights]) -> None:
     for name, arr in zip(names, arrays):
-        e.weights(getattr(owner, f"{name}{suffix}"), arr)
+        wp = getattr(owner, f"{name}{suffix}")
+        if isinstance(arr, QuantizedWeights):
+            arr.write(wp)
+        else:
+            e.weights(wp, arr)
+
+
+def _matrix_blocks(op: Op, key: str, dense: np.ndarray, n: int) -> list[np.ndarray | QuantizedWeights]:
+    """The ``n`` gate blocks of weight matrix ``key``: quantized when the program had them so."""
+    q = compressed(op, key)
+    if q is None:
+        return list(_blocks(dense, n))
+    rows = dense.shape[0] // n
+    return [q.rows(i * rows, (i + 1) * rows) for i in range(n)]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -343,8 +358,8 @@ def _rnn(e: NetworkEmitter, op: Op) -> None:
     set_activation(p.activation, _str(e, op, "activation"))
     p.sequenceOutput = bool(e.const_param(op, "output_sequence"))
     p.reverseInput = _str(e, op, "direction") == "reverse"
-    e.weights(p.weightMatrix, w_ih)
-    e.weights(p.recursionMatrix, w_hh)
+    (w,), (r,) = _matrix_blocks(op, "weight_ih", w_ih, 1), _matrix_blocks(op, "weight_hh", w_hh, 1)
+    _fill(e, p, ["weight", "recursion"], "Matrix", [w, r])
     if bias is not None:
         p.hasBiasVector = True
         e.weights(p.biasVector, bias)
@@ -369,8 +384,8 @@ def _gru(e: NetworkEmitter, op: Op) -> None:
         set_activation(p.activations.add(), _str(e, op, key))
     p.sequenceOutput = bool(e.const_param(op, "output_sequence"))
     p.reverseInput = _str(e, op, "direction") == "reverse"
-    _fill(e, p, GRU_GATES, "WeightMatrix", _blocks(w_ih, 3))
-    _fill(e, p, GRU_GATES, "RecursionMatrix", _blocks(w_hh, 3))
+    _fill(e, p, GRU_GATES, "WeightMatrix", _matrix_blocks(op, "weight_ih", w_ih, 3))
+    _fill(e, p, GRU_GATES, "RecursionMatrix", _matrix_blocks(op, "weight_hh", w_hh, 3))
     if bias is not None:
         p.hasBiasVectors = True
         _fill(e, p, GRU_GATES, "BiasVector", _blocks(bias, 3))
@@ -412,8 +427,9 @@ def _lstm(e: NetworkEmitter, op: Op) -> None:
         w, r = weights[d]
         if w is None or r is None:
             raise LoweringError("bidirectional lstm needs weight_ih_back and weight_hh_back")
-        _fill(e, wp, LSTM_GATES, "WeightMatrix", _blocks(w, 4))
-        _fill(e, wp, LSTM_GATES, "RecursionMatrix", _blocks(r, 4))
+        suffix = "" if d == 0 else "_back"
+        _fill(e, wp, LSTM_GATES, "WeightMatrix", _matrix_blocks(op, "weight_ih" + suffix, w, 4))
+        _fill(e, wp, LSTM_GATES, "RecursionMatrix", _matrix_blocks(op, "weight_hh" + suffix, r, 4))
         if lp.hasBiasVectors:
             b = biases[d] if biases[d] is not None else np.zeros(4 * hid, np.float32)
             _fill(e, wp, LSTM_GATES, "BiasVector", _blocks(b, 4))
