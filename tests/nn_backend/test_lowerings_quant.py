@@ -144,3 +144,20 @@ def test_prepare_records_per_channel_linear_weights_for_the_layer() -> None:
     np.testing.assert_allclose(form.dense(), (q.astype(np.float32) - zp[:, None]) * scale[:, None], rtol=1e-6,
                                atol=1e-7)
     assert compressed(ops["fc_in"], "weight") is None
+
+
+def test_a_stale_compressed_record_is_not_used() -> None:
+    """A record whose values no longer match the op's input (rewritten after recording) is ignored."""
+    from converter.backends.neuralnetwork import prepare_program
+    from converter.backends.neuralnetwork.lowering.quant import COMPRESSED, QuantizedWeights, compressed
+
+    def body(b, x):
+        return [b.linear(x=x, weight=np.ones((3, 2), np.float32), name="fc")]
+
+    prog = prepare_program(program({"x": np.zeros((1, 2), np.float32)}, body))
+    (fc,) = [op for op in prog.main.block.ops if op.type == "linear"]
+    ones = QuantizedWeights(1, np.ones((3, 2), np.uint8), lut=np.array([0.0, 1.0], np.float32))
+    fc.attributes[COMPRESSED] = {"weight": ones}
+    assert compressed(fc, "weight") is ones
+    fc.attributes[COMPRESSED] = {"weight": QuantizedWeights(1, np.zeros((3, 2), np.uint8), lut=ones.lut)}
+    assert compressed(fc, "weight") is None

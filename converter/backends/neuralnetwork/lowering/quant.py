@@ -203,5 +203,17 @@ def annotate_compressed(ops: Iterable[Op]) -> None:
 
 
 def compressed(op: Op, key: str) -> QuantizedWeights | None:
-    """The compressed form recorded for ``op``'s input ``key``, if any."""
-    return (op.attributes.get(COMPRESSED) or {}).get(key)
+    """The compressed form recorded for ``op``'s input ``key``, if any and if it still holds the
+    input's values (a rewrite after the recording, such as a scale folded into the weight, leaves
+    a stale record: then None, and the dense values are written)."""
+    form = (op.attributes.get(COMPRESSED) or {}).get(key)
+    v = op.inputs.get(key)
+    current = compile_time_value(v) if form is not None and isinstance(v, Value) else None
+    if current is None:
+        return None
+    want = np.asarray(current, np.float32)
+    got = form.dense()
+    if got.shape != want.shape:
+        return None
+    tol = 1e-5 * max(1.0, float(np.max(np.abs(want), initial=0.0)))  # the two formulas round differently
+    return form if float(np.max(np.abs(got - want), initial=0.0)) <= tol else None
