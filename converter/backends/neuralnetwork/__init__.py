@@ -11,7 +11,8 @@ cannot run ML programs (iOS 11-14, macOS 10.13-10.15).
   input (scale, per-channel bias) becomes the network's ``NeuralNetworkImageScaler`` again.
 - Weights are written as their arrays hold them: fp16 as ``float16Value``, the rest as fp32
   ``floatValue``; large ones are spliced into the file from the arrays (never copied twice).
-  Compressed weights (constexpr_* ops) are expanded.
+  Compressed weights (constexpr_* ops) are expanded, except where a layer takes them quantized
+  (8-bit linear or 1-8 bit lookup-table ``WeightParams``: lowering/quant.py).
 - Every op without a NeuralNetwork form is listed in one `UnsupportedError`.
 """
 
@@ -33,13 +34,16 @@ from .versions import ND_VERSION, target_version
 
 
 def prepare_program(program: Program) -> Program:
-    """A copy of ``program`` with its compressed weights expanded and its constants folded."""
+    """A copy of ``program`` with its compressed weights expanded (the quantized form recorded on
+    the ops whose layers keep it) and its constants folded."""
     from ...api import optimize
     from ...passes.canonicalize import Canonicalize
     from ...passes.dce import DeadCodeElimination
     from ...passes.fold_constants import FoldConstants
+    from .lowering.quant import annotate_compressed
 
     prog = clone_program(program)[0]
+    annotate_compressed(prog.walk())  # the quantized weights layers keep (lowering/quant.py)
     optimize(prog, [FoldConstants(expand_constexpr=True, max_bytes=1 << 31), Canonicalize(), DeadCodeElimination()])
     return prog
 

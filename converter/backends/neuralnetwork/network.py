@@ -42,8 +42,10 @@ class LoweredNetwork:
 def lower_block(e: NetworkEmitter, block: Block, problems: list[str], skip: frozenset[Op] = frozenset()) -> None:
     """Append the layers of ``block``'s ops (but ``skip``); what cannot be lowered goes to ``problems``."""
     load_all()
+    absorbed = _absorbed(block, skip)
+    skipped = set(skip).union(*absorbed.values())
     for op in block.ops:
-        if op.type == "const" or op in skip:
+        if op.type == "const" or op in skipped:
             continue
         low = LOWERINGS.get(op.type)
         try:
@@ -52,9 +54,26 @@ def lower_block(e: NetworkEmitter, block: Block, problems: list[str], skip: froz
             low.fn(e, op)
         except LoweringError as err:
             problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
-            for v in op.outputs:  # placeholders: the ops reading them are still checked
-                if e.lookup(v) is None:
+            for v in [*op.outputs, *(w for a in absorbed.get(op, ()) for w in a.outputs)]:
+                if e.lookup(v) is None:  # placeholders: the ops reading them are still checked
                     e.bind(v, v.name)
+
+
+def _absorbed(block: Block, skip: frozenset[Op]) -> dict[Op, list[Op]]:
+    """For each op of ``block`` whose lowering absorbs others (`Lowering.absorbs`), those ops (of
+    this block, each claimed once; an absorbed op absorbs nothing and an absorbing op is not absorbed,
+    so every op is lowered by someone)."""
+    out: dict[Op, list[Op]] = {}
+    claimed: set[Op] = set()
+    for op in block.ops:
+        low = LOWERINGS.get(op.type)
+        if low is None or low.absorbs is None or op in skip or op in claimed:
+            continue
+        ops = [a for a in low.absorbs(op) if a.block is block and a not in claimed and a not in skip and a not in out]
+        if ops:
+            out[op] = ops
+            claimed.update(ops)
+    return out
 
 
 def lower_function(fn: Function, e: NetworkEmitter, network: Any) -> LoweredNetwork:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from .registry import LOWERINGS, UNSUPPORTED, Lowering, lowering, neuralnetwork_entry, unsupported
 
-_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing", "conv", "pool", "spatial", "resize", "linalg", "normalize", "reduce")
+_FAMILIES = ("elementwise", "activation", "cast", "shape", "indexing", "conv", "pool", "spatial", "resize",
+             "linalg", "normalize", "reduce", "recurrent", "control_flow", "attention", "quant", "random",
+             "misc")
 
 
 def load_all() -> None:

@@ -14,6 +14,9 @@ from ....ir.core import Op
 from ..emitter import NetworkEmitter
 
 LowerFn = Callable[[NetworkEmitter, Op], None]
+#: the ops of the same block whose layers an op's lowering makes unnecessary (it reads past them, or
+#: writes their results itself): they are skipped, not lowered
+AbsorbFn = Callable[[Op], list[Op]]
 
 
 @dataclass(frozen=True)
@@ -22,6 +25,7 @@ class Lowering:
     kind: str  # "direct" | "decomposed"
     fn: LowerFn
     note: str = ""
+    absorbs: AbsorbFn | None = None
 
 
 LOWERINGS: dict[str, Lowering] = {}
@@ -30,12 +34,17 @@ LOWERINGS: dict[str, Lowering] = {}
 UNSUPPORTED: dict[str, str] = {}
 
 
-def lowering(*op_types: str, kind: str = "direct", note: str = "") -> Callable[[LowerFn], LowerFn]:
+def lowering(*op_types: str, kind: str = "direct", note: str = "",
+             absorbs: AbsorbFn | None = None) -> Callable[[LowerFn], LowerFn]:
+    """Register ``fn`` for ``op_types``. ``absorbs(op)`` names the ops around ``op`` that its layers
+    make unnecessary: ops before it whose results only it reads and that it reads past (a rank change
+    the layer does itself), or ops after it whose results it writes (it must bind their outputs)."""
+
     def register(fn: LowerFn) -> LowerFn:
         for t in op_types:
             if t in LOWERINGS:
                 raise ValueError(f"two NeuralNetwork lowerings for {t}")
-            LOWERINGS[t] = Lowering(t, kind, fn, note)
+            LOWERINGS[t] = Lowering(t, kind, fn, note, absorbs)
         return fn
     return register
 

@@ -1,0 +1,365 @@
+"""rnn / gru / lstm -> simpleRecurrent / gru / uniDirectionalLSTM / biDirectionalLSTM.
+
+Oracles: torch.nn.RNN and torch.nn.LSTM (their weights re-stacked into the IR's gate order: torch
+ifgo -> IR ifoz), and, where torch has no such layer (GRU with the reset applied before the
+recurrent matmul, peepholes, cell clipping, other activations), recurrences written here in numpy
+from the IR ops' definitions (converter/ir/ops/recurrent.py docstring). Sizes are all distinct
+(S=5, B=3, IN=4, H=6) and states non-zero, so a swapped gate block, transposed matrix or dropped
+state shows."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+import converter
+from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
+from converter.errors import UnsupportedError
+
+from .helpers import assert_close, layer_kinds, program, run_nn
+
+S, B, IN, H = 5, 3, 4, 6
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape: int, scale: float = 0.5) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _sigmoid(x: np.ndarray) -> np.ndarray:
+    return 1.0 / (1.0 + np.exp(-x))
+
+
+def _hard_sigmoid(x: np.ndarray) -> np.ndarray:
+    return np.clip(0.2 * x + 0.5, 0.0, 1.0)
+
+
+def _torch_lstm(x: np.ndarray, h0: np.ndarray, c0: np.ndarray, bidirectional: bool):
+    """torch's LSTM with random weights, and those weights in the IR layout."""
+    torch.manual_seed(3)
+    m = torch.nn.LSTM(IN, H, bidirectional=bidirectional)
+    n_dir = 2 if bidirectional else 1
+    with torch.no_grad():
+        y, (hn, cn) = m(torch.from_numpy(x), (torch.from_numpy(h0.reshape(B, n_dir, H).transpose(1, 0, 2).copy()),
+                                              torch.from_numpy(c0.reshape(B, n_dir, H).transpose(1, 0, 2).copy())))
+
+    def ifoz(w: torch.Tensor) -> np.ndarray:  # torch stacks i, f, g(z), o
+        i, f, g, o = np.split(w.detach().numpy(), 4)
+        return np.concatenate([i, f, o, g]).astype(np.float32)
+
+    params = {}
+    for suffix, tag in (("", ""), ("_reverse", "_back"))[:n_dir]:
+        params["weight_ih" + tag] = ifoz(getattr(m, f"weight_ih_l0{suffix}"))
+        params["weight_hh" + tag] = ifoz(getattr(m, f"weight_hh_l0{suffix}"))
+        params["bias" + tag] = ifoz(getattr(m, f"bias_ih_l0{suffix}") + getattr(m, f"bias_hh_l0{suffix}"))
+    h = hn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
+    c = cn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
+    return params, y.numpy(), h, c
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_lstm_matches_torch(tmp_path: Path, direction: str) -> None:
+    x, h0, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H)
+    xt = x[::-1].copy() if direction == "reverse" else x  # IR reverse: outputs in processing order
+    params, y, h, c = _torch_lstm(xt, h0, c0, False)
+
+    def body(b, x, h0, c0):
+        return list(b.lstm(x=x, initial_h=h0, initial_c=c0, direction=direction, output_sequence=True,
+                           **params, name="lstm"))
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    outs = list(got.values())
+    assert_close(outs[0], y)
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1, "expandDims": 3, "squeeze": 3}
+
+
+def test_bidirectional_lstm_matches_torch(tmp_path: Path) -> None:
+    x, h0, c0 = _rand(S, B, IN), _rand(B, 2 * H), _rand(B, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True)
+
+    def body(b, x, h0, c0):
+        return list(b.lstm(x=x, initial_h=h0, initial_c=c0, direction="bidirectional", output_sequence=True,
+                           **params, name="lstm"))
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    assert_close(outs[0], y)
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    kinds = layer_kinds(path)
+    assert kinds["biDirectionalLSTM"] == 1 and kinds["splitND"] == 2 and kinds["concatND"] == 2
+
+
+def _np_lstm(x, h, c, w_ih, w_hh, bias, peep, clip, acts, reverse):
+    """The IR lstm's recurrence, one direction (gate blocks i, f, o, z)."""
+    rec, cell, out = acts
+    p_i, p_f, p_o = np.split(peep, 3)
+    ys = []
+    for t in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+        g = x[t] @ w_ih.T + h @ w_hh.T + bias
+        g_i, g_f, g_o, g_z = np.split(g, 4, axis=-1)
+        i, f = rec(g_i + p_i * c), rec(g_f + p_f * c)
+        c = np.clip(f * c + i * cell(g_z), -clip, clip)
+        h = rec(g_o + p_o * c) * out(c)
+        ys.append(h)
+    return np.stack(ys), h, c
+
+
+def test_lstm_peephole_clip_activations_and_last_output(tmp_path: Path) -> None:
+    """Peepholes (i, f, o distinct), a cell clip that bites, hard_sigmoid gates and a linear
+    output activation, output_sequence=False, zero initial states left out of the layer."""
+    x = _rand(S, B, IN, scale=2.0)
+    w_ih, w_hh, bias, peep = _rand(4 * H, IN, scale=1.5), _rand(4 * H, H), _rand(4 * H), _rand(3 * H, scale=1.0)
+    zeros = np.zeros((B, H), np.float32)
+
+    def body(b, x):
+        return list(b.lstm(x=x, initial_h=zeros, initial_c=zeros, weight_ih=w_ih, weight_hh=w_hh, bias=bias,
+                           peephole=peep, clip=np.float32(0.7), recurrent_activation="hard_sigmoid",
+                           cell_activation="tanh", activation="linear", output_sequence=False, name="lstm"))
+
+    feeds = {"x": x}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    ys, h, c = _np_lstm(x, zeros, zeros, w_ih, w_hh, bias, peep, 0.7, (_hard_sigmoid, np.tanh, lambda v: v), False)
+    assert np.max(np.abs(np.clip(c, -0.7, 0.7) - c)) == 0 and np.max(np.abs(c)) == pytest.approx(0.7)  # it bites
+    assert_close(outs[0], h[None])
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1, "expandDims": 1, "squeeze": 3}
+
+
+def test_lstm_without_clip_is_not_clipped(tmp_path: Path) -> None:
+    """No clip in the IR: the cell state grows past 50 (the NN default threshold) and stays so."""
+    x = np.ones((12, 1, 1), np.float32)
+    w_ih = np.array([[20.0], [20.0], [20.0], [20.0]], np.float32)  # all gates open, z = tanh(20) = 1
+    w_hh = np.zeros((4, 1), np.float32)
+    c0 = np.full((1, 1), 45.0, np.float32)
+
+    def body(b, x, c0):
+        return list(b.lstm(x=x, initial_h=np.zeros((1, 1), np.float32), initial_c=c0, weight_ih=w_ih,
+                           weight_hh=w_hh, activation="linear", name="lstm"))
+
+    feeds = {"x": x, "c0": c0}
+    outs = list(run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel").values())
+    assert_close(outs[2], [[57.0]])
+
+
+def _np_gru(x, h, w_ih, w_hh, bias, rec, act, reverse):
+    """The IR gru (iOS15): blocks r, o, z; n = act(W_o x + R_o (r * h) + b_o)."""
+    w_r, w_o, w_z = np.split(w_ih, 3)
+    r_r, r_o, r_z = np.split(w_hh, 3)
+    b_r, b_o, b_z = np.split(bias, 3)
+    ys = []
+    for t in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
+        r = rec(x[t] @ w_r.T + h @ r_r.T + b_r)
+        z = rec(x[t] @ w_z.T + h @ r_z.T + b_z)
+        n = act(x[t] @ w_o.T + (r * h) @ r_o.T + b_o)
+        h = (1 - z) * n + z * h
+        ys.append(h)
+    return np.stack(ys), h
+
+
+@pytest.mark.parametrize("direction", ["forward", "reverse"])
+def test_gru_matches_the_recurrence(tmp_path: Path, direction: str) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh, bias = _rand(3 * H, IN), _rand(3 * H, H), _rand(3 * H)
+
+    def body(b, x, h0):
+        return list(b.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, direction=direction,
+                          output_sequence=True, recurrent_activation="sigmoid", activation="scaled_tanh", name="gru"))
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    ys, h = _np_gru(x, h0, w_ih, w_hh, bias, _sigmoid, np.tanh, direction == "reverse")
+    assert_close(outs[0], ys)
+    assert_close(outs[1], h)
+    assert layer_kinds(path) == {"gru": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_gru_ios18_input_bias_is_added_and_reset_after_is_refused(tmp_path: Path) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh, bias, in_bias = _rand(3 * H, IN), _rand(3 * H, H), _rand(3 * H), _rand(3 * H)
+
+    def body(b, x, h0, reset_after=False):
+        return list(b.gru(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, input_bias=in_bias,
+                          reset_after=reset_after, output_sequence=True, name="gru"))
+
+    feeds = {"x": x, "h0": h0}
+    outs = list(run_nn(program(feeds, body, opset="iOS18"), feeds, tmp_path / "m.mlmodel").values())
+    ys, h = _np_gru(x, h0, w_ih, w_hh, bias + in_bias, _sigmoid, np.tanh, False)
+    assert_close(outs[0], ys)
+    with pytest.raises(UnsupportedError, match="gru 'gru'.*reset_after"):
+        run_nn(program(feeds, lambda b, x, h0: body(b, x, h0, True), opset="iOS18"), feeds, tmp_path / "r.mlmodel")
+
+
+@pytest.mark.parametrize("nonlinearity", ["tanh", "relu"])
+def test_rnn_matches_torch(tmp_path: Path, nonlinearity: str) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    torch.manual_seed(5)
+    m = torch.nn.RNN(IN, H, nonlinearity=nonlinearity)
+    with torch.no_grad():
+        y, hn = m(torch.from_numpy(x), torch.from_numpy(h0[None]))
+    w_ih, w_hh = m.weight_ih_l0.detach().numpy(), m.weight_hh_l0.detach().numpy()
+    bias = (m.bias_ih_l0 + m.bias_hh_l0).detach().numpy()
+
+    def body(b, x, h0):
+        return list(b.rnn(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, bias=bias, activation=nonlinearity,
+                          output_sequence=True, name="rnn"))
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    outs = list(run_nn(program(feeds, body), feeds, path).values())
+    assert_close(outs[0], y.numpy())
+    assert_close(outs[1], hn.numpy()[0])
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_unused_final_states_get_no_layers(tmp_path: Path) -> None:
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x, h0):
+        y, _ = b.rnn(x=x, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, activation="linear", direction="reverse",
+                     output_sequence=True, name="rnn")
+        return [y]
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    (y,) = run_nn(program(feeds, body), feeds, path).values()
+    h, want = h0, []
+    for t in range(S - 1, -1, -1):
+        h = x[t] @ w_ih.T + h @ w_hh.T
+        want.append(h)
+    assert_close(y, np.stack(want))
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 1}
+
+
+def test_rank5_wrappers_are_absorbed_into_the_one_layer(tmp_path: Path) -> None:
+    """What our NeuralNetwork frontend writes for an LSTM layer (squeeze / reshape of the rank-5
+    sequence and states into the op, expand_dims of its results) becomes that one layer again,
+    reading and writing the rank-5 values; values still match torch."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H)
+    params, y, h, c = _torch_lstm(x, h0, c0, False)
+
+    def body(b, x5, h5, c5):
+        xs = b.squeeze(x=x5, axes=[3, 4], name="x_squeezed")
+        hs = b.reshape(x=h5, shape=[-1, H], name="h_flat")
+        cs = b.squeeze(x=c5, axes=[0, -2, -1], name="c_squeezed")
+        ys, hn, cn = b.lstm(x=xs, initial_h=hs, initial_c=cs, output_sequence=True, **params, name="lstm")
+        return [b.expand_dims(x=ys, axes=[3, 4], name="y5"), b.expand_dims(x=hn, axes=[0, -2, -1], name="h5_out"),
+                b.expand_dims(x=cn, axes=[0, 3, 4], name="c5_out")]
+
+    feeds = {"x5": x[:, :, :, None, None], "h5": h0[None, :, :, None, None], "c5": c0[None, :, :, None, None]}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y[:, :, :, None, None])
+    assert_close(got["h5_out"], h[None, :, :, None, None])
+    assert_close(got["c5_out"], c[None, :, :, None, None])
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 1}
+
+
+def test_a_wrapper_read_elsewhere_too_is_kept(tmp_path: Path) -> None:
+    """The sequence's squeeze also feeds a mul: it is not absorbed (the layer still reads the rank-5
+    value); the final state, read directly, is squeezed."""
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x5, h0):
+        xs = b.squeeze(x=x5, axes=[3, 4], name="x_squeezed")
+        ys, hn = b.rnn(x=xs, initial_h=h0, weight_ih=w_ih, weight_hh=w_hh, output_sequence=True, name="rnn")
+        return [b.expand_dims(x=ys, axes=[3, 4], name="y5"), hn, b.mul(x=xs, y=np.float32(2), name="x2")]
+
+    load_all()
+    if "squeeze" not in LOWERINGS:
+        pytest.skip("needs the squeeze lowering (another family's)")
+    feeds = {"x5": x[:, :, :, None, None], "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    got = list(run_nn(program(feeds, body), feeds, path).values())
+    h, want = h0, []
+    for t in range(S):
+        h = np.tanh(x[t] @ w_ih.T + h @ w_hh.T)
+        want.append(h)
+    assert_close(got[0], np.stack(want)[:, :, :, None, None])
+    assert_close(got[1], h)
+    assert_close(got[2], 2 * x)
+    # the x squeeze (kept for the mul), hn's squeeze, h0's expandDims; no expandDims for x or y
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "squeeze": 2, "expandDims": 1, "multiply": 1}
+
+
+def test_bidirectional_rank5_wrappers_are_absorbed(tmp_path: Path) -> None:
+    """The frontend's bidirectional pattern: each direction's rank-5 states reshaped and
+    concatenated into the op, its final states split and expanded: one biDirectionalLSTM."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, 2 * H), _rand(B, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True)
+
+    def body(b, x5, hf, cf, hb, cb):
+        xs = b.squeeze(x=x5, axes=[3, 4])
+        h_in = b.concat(values=(b.reshape(x=hf, shape=[-1, H]), b.reshape(x=hb, shape=[-1, H])), axis=1)
+        c_in = b.concat(values=(b.reshape(x=cf, shape=[-1, H]), b.reshape(x=cb, shape=[-1, H])), axis=-1)
+        ys, hn, cn = b.lstm(x=xs, initial_h=h_in, initial_c=c_in, direction="bidirectional",
+                            output_sequence=True, **params, name="lstm")
+        outs = [b.expand_dims(x=ys, axes=[3, 4], name="y5")]
+        for v, tag in ((hn, "h"), (cn, "c")):
+            halves = b.split(x=v, num_splits=2, axis=1)
+            outs += [b.expand_dims(x=part, axes=[0, 3, 4], name=f"{tag}{d}_out") for part, d in zip(halves, "fb")]
+        return outs
+
+    def r5(a: np.ndarray) -> np.ndarray:
+        return a[None, :, :, None, None]
+
+    feeds = {"x5": x[:, :, :, None, None], "hf": r5(h0[:, :H]), "cf": r5(c0[:, :H]), "hb": r5(h0[:, H:]),
+             "cb": r5(c0[:, H:])}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y[:, :, :, None, None])
+    for tag, full in (("h", h), ("c", c)):
+        assert_close(got[f"{tag}f_out"], r5(full[:, :H]))
+        assert_close(got[f"{tag}b_out"], r5(full[:, H:]))
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1}
+
+
+def test_a_reshaped_state_is_one_reshape_to_rank5(tmp_path: Path) -> None:
+    """A state made by a reshape (a model's rank-1 state input): one reshapeStatic straight to
+    [1, B, H, 1, 1] instead of a reshape and an expandDims."""
+    x, h0 = _rand(S, 1, IN), _rand(1, H)
+    w_ih, w_hh = _rand(H, IN), _rand(H, H)
+
+    def body(b, x, h_flat):
+        _, hn = b.rnn(x=x, initial_h=b.reshape(x=h_flat, shape=[1, H]), weight_ih=w_ih, weight_hh=w_hh,
+                      activation="sigmoid", name="rnn")
+        return [hn]
+
+    feeds = {"x": x, "h_flat": h0.reshape(-1)}
+    path = tmp_path / "m.mlmodel"
+    (got,) = run_nn(program(feeds, body), feeds, path).values()
+    h = h0
+    for t in range(S):
+        h = 1 / (1 + np.exp(-(x[t] @ w_ih.T + h @ w_hh.T)))
+    assert_close(got, h)
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 1, "reshapeStatic": 1, "squeeze": 1}
+
+
+def test_relu_gate_results_follow_the_layers_pre_activation_clip(tmp_path: Path) -> None:
+    """The documented difference: the layer clips each gate pre-activation to [-50, 50] (the
+    proto's simpleRecurrent equation), the IR op does not; with relu the outputs differ past 50."""
+    x = np.array([[[30.0]], [[80.0]]], np.float32)
+
+    def body(b, x):
+        return list(b.rnn(x=x, initial_h=np.zeros((1, 1), np.float32), weight_ih=np.ones((1, 1), np.float32),
+                          weight_hh=np.full((1, 1), 0.5, np.float32), activation="relu", output_sequence=True,
+                          name="rnn"))[:1]
+
+    prog = program({"x": x}, body)
+    (ir,) = converter.run(prog, {"x": x}).values()
+    (nn,) = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel").values()
+    assert_close(ir.reshape(-1), [30.0, 95.0])  # relu(80 + 0.5 * 30)
+    assert_close(nn.reshape(-1), [30.0, 50.0])  # relu(clip(95, -50, 50))
