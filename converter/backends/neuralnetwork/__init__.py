@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
+from typing import Any
 
 from ...errors import ConverterError, FormatError, UnsupportedError
 from ...formats.model_file import write_mlmodel
 from ...formats.proto import Model_pb2, NeuralNetwork_pb2
 from ...ir.clone import clone_program
 from ...ir.core import Program
-from ...ir.types import StateType
+from ...ir.types import StateType, TensorType, int32
 from ..features import describe_feature, recorded_metadata
 from .emitter import ModelState, NetworkEmitter
 from .network import lower_function, set_class_labels
@@ -79,9 +80,9 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     recorded_metadata(prog, d)
     need = state.spec_version
     for v in fn.inputs:
-        need = max(need, describe_feature(fn.input_info.get(v.name), v.name, v.type, d.input.add()))
+        need = max(need, describe_feature(fn.input_info.get(v.name), v.name, _declared(v.type), d.input.add()))
     for v in fn.outputs:
-        need = max(need, describe_feature(fn.output_info.get(v.name), v.name, v.type, d.output.add()))
+        need = max(need, describe_feature(fn.output_info.get(v.name), v.name, _declared(v.type), d.output.add()))
     c = lowered.classifier
     if c is not None:
         set_class_labels(network, c.labels)
@@ -98,6 +99,24 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     model.specificationVersion = need
     model.isUpdatable = False
     return model, state.payloads
+
+
+#: integer and bool features are declared as INT32 arrays: the layers see every blob as fp32, and
+#: INT32 (with FLOAT32 and DOUBLE) is what NeuralNetwork models declare and the frontends read
+_AS_INT32 = frozenset({"int8", "uint8", "int16", "uint16", "bool"})
+
+
+def _declared(t: Any) -> Any:
+    """The type a feature is declared with: integers as INT32 (see `_AS_INT32`; the values are
+    unchanged), and a scalar as shape [1] (NeuralNetwork arrays have rank >= 1: a declared shape []
+    means "any shape", and every blob of the layers has rank >= 1)."""
+    if not isinstance(t, TensorType):
+        return t
+    if t.dtype.name in _AS_INT32:
+        t = t.with_dtype(int32)
+    if t.shape is not None and len(t.shape) == 0:
+        t = TensorType(t.dtype, (1,))
+    return t
 
 
 def save_neuralnetwork(program: Program, path: str | os.PathLike, *, target: str | None = None,
