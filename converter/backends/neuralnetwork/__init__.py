@@ -23,10 +23,11 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ConverterError, FormatError, UnsupportedError
+from ...formats import description as desc
 from ...formats.model_file import write_mlmodel
 from ...formats.proto import Model_pb2, NeuralNetwork_pb2
 from ...ir.clone import clone_program
-from ...ir.core import Program
+from ...ir.core import FeatureInfo, Program
 from ...ir.types import StateType, TensorType, int32
 from ..features import describe_feature, recorded_metadata
 from .emitter import ModelState, NetworkEmitter
@@ -80,9 +81,11 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     recorded_metadata(prog, d)
     need = state.spec_version
     for v in fn.inputs:
-        need = max(need, describe_feature(fn.input_info.get(v.name), v.name, _declared(v.type), d.input.add()))
+        info = fn.input_info.get(v.name)
+        need = max(need, describe_feature(info, v.name, _declared(v.type, info), d.input.add()))
     for v in fn.outputs:
-        need = max(need, describe_feature(fn.output_info.get(v.name), v.name, _declared(v.type), d.output.add()))
+        info = fn.output_info.get(v.name)
+        need = max(need, describe_feature(info, v.name, _declared(v.type, info), d.output.add()))
     c = lowered.classifier
     if c is not None:
         set_class_labels(network, c.labels)
@@ -106,12 +109,13 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
 _AS_INT32 = frozenset({"int8", "uint8", "int16", "uint16", "bool"})
 
 
-def _declared(t: Any) -> Any:
+def _declared(t: Any, info: FeatureInfo | None) -> Any:
     """The type a feature is declared with: integers as INT32 (see `_AS_INT32`; the values are
     unchanged), and a scalar as shape [1] (NeuralNetwork arrays have rank >= 1: a declared shape []
     means "any shape", and every blob of the layers has rank >= 1)."""
-    if not isinstance(t, TensorType):
-        return t
+    recorded = desc.feature_from_bytes(info.feature_type) if info is not None else None
+    if not isinstance(t, TensorType) or (recorded is not None and desc.feature_kind(recorded) != "multiArrayType"):
+        return t  # an image, a classifier's label (string / int64 feature), ...: as recorded
     if t.dtype.name in _AS_INT32:
         t = t.with_dtype(int32)
     if t.shape is not None and len(t.shape) == 0:
