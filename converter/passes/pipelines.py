@@ -63,7 +63,10 @@ def webnn_pipeline() -> list[Pass]:
 
 
 def neuralnetwork_pipeline() -> list[Pass]:
-    return generic_pipeline() + [FuseGlobalPool()]
+    """For NeuralNetwork output: the fusions to layers that exist (gelu, leakyReLU, PReLU, clip for
+    relu6, softplus, softsign, layerNormalization, batchnorm for instance_norm) and global pooling
+    as a pooling layer; conv/innerProduct biases and batch norms are folded by ``fuse_conv``."""
+    return [*generic_pipeline(), FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {

@@ -83,3 +83,45 @@ def test_a_version_floor_below_the_layers_is_refused_with_the_reasons(tmp_path: 
     assert read_model_file(tmp_path / "b.mlmodel").model.specificationVersion == 4
     with pytest.raises(UnsupportedError, match="iOS11"):
         converter.convert(_program(), to="neuralnetwork", out=tmp_path / "c.mlmodel", target="iOS9")
+
+
+def test_image_preprocessing_becomes_the_networks_scaler_and_mean_image(tmp_path: Path) -> None:
+    """An image input whose program starts with the scale/bias (or mean image) ops a frontend writes
+    for Core ML's preprocessing keeps it as preprocessing, not layers; values vs the spec's formulas."""
+    from converter.ir.core import FeatureInfo
+    from converter.ir.types import TensorType as T
+
+    from .helpers import layer_kinds
+
+    def image_program(body):
+        prog = new_program([("image", T(fp32, (1, 3, 2, 2)))], body)
+        from converter.formats import description as desc
+        ft = desc.type_to_feature(T(fp32, (1, 3, 2, 2)))
+        ft = type(ft)()
+        ft.imageType.width, ft.imageType.height = 2, 2
+        ft.imageType.colorSpace = desc.IMAGE.BGR
+        prog.main.input_info["image"] = FeatureInfo("image", ft.SerializeToString())
+        return prog
+
+    bias = np.array([0.5, -1.0, 2.0], np.float32).reshape(1, 3, 1, 1)
+    scaled = image_program(lambda b, x: [b.relu(x=b.add(x=b.mul(x=x, y=np.float32(0.25)), y=bias), name="y")])
+    out = tmp_path / "scaled.mlmodel"
+    converter.convert(scaled, to="neuralnetwork", out=out, passes="none")
+    model = read_model_file(out).model
+    assert dict(layer_kinds(out)) == {"activation": 1}
+    s = model.neuralNetwork.preprocessing[0].scaler
+    # BGR image: channel 0 is blue, so blueBias = bias[0]
+    assert (s.channelScale, s.blueBias, s.greenBias, s.redBias) == (0.25, 0.5, -1.0, 2.0)
+    assert model.description.input[0].type.WhichOneof("Type") == "imageType"
+    pixels = np.arange(12, dtype=np.uint8).reshape(2, 2, 3) * 20  # H x W x 3, RGB (what converter.run takes)
+    got = converter.run(converter.load(out), {"image": pixels})["y"]
+    chw = pixels[..., ::-1].transpose(2, 0, 1)[None].astype(np.float32)  # the BGR planes the network sees
+    np.testing.assert_allclose(got, np.maximum(chw * 0.25 + bias, 0), rtol=1e-6)
+
+    mean = np.linspace(-3, 3, 12, dtype=np.float32).reshape(1, 3, 2, 2)
+    centred = image_program(lambda b, x: [b.relu(x=b.sub(x=x, y=mean), name="y")])
+    out = tmp_path / "mean.mlmodel"
+    converter.convert(centred, to="neuralnetwork", out=out, passes="none")
+    assert list(read_model_file(out).model.neuralNetwork.preprocessing[0].meanImage.meanImage) == mean.reshape(-1).tolist()
+    got = converter.run(converter.load(out), {"image": pixels})["y"]
+    np.testing.assert_allclose(got, np.maximum(chw - mean, 0), rtol=1e-6)

@@ -144,16 +144,11 @@ def _image_preprocessing(fn: Function, e: NetworkEmitter, network: Any) -> list[
 
 
 def _only_use(v: Value, op_type: str) -> Op | None:
-    if len(v.uses) != 1 or any(o is v for o in _outputs_of(v)):
+    """The one op reading ``v`` when it is of ``op_type`` (a model output has a block as a user too)."""
+    uses = list(v.uses)
+    if len(uses) != 1 or not isinstance(uses[0].user, Op) or uses[0].user.type != op_type:
         return None
-    op = v.uses[0].op
-    return op if op.type == op_type and op.block is not None and op.block.function is not None else None
-
-
-def _outputs_of(v: Value) -> list[Value]:
-    block = v.producer.block if v.producer is not None else None
-    fn = block.function if block is not None else None
-    return list(fn.outputs) if fn is not None else []
+    return uses[0].user
 
 
 def _other(op: Op, v: Value) -> Value | None:
@@ -184,7 +179,9 @@ def _scaler(e: NetworkEmitter, v: Value, ft: Any) -> tuple[list[Op], Any]:
             bias = np.broadcast_to(arr.reshape(-1), (channels,)).astype(np.float32)
             ops.append(add)
             cur = add.outputs[0]
-    if not ops or cur.type != v.type:
+    if not ops:
+        return _mean_image(e, v)
+    if cur.type != v.type:
         return [], None
     entry = NeuralNetwork_pb2.NeuralNetworkPreprocessing()
     s = entry.scaler
@@ -196,3 +193,21 @@ def _scaler(e: NetworkEmitter, v: Value, ft: Any) -> tuple[list[Op], Any]:
     else:
         s.redBias, s.greenBias, s.blueBias = (float(x) for x in bias)
     return ops, entry
+
+
+def _mean_image(e: NetworkEmitter, v: Value) -> tuple[list[Op], Any]:
+    """(ops, NeuralNetworkPreprocessing) for ``sub(v, mean[1, C, H, W])`` right at image input ``v``
+    (Core ML's mean image: a constant of the image's own [C, H, W] size)."""
+    sub = _only_use(v, "sub")
+    if sub is None or sub.inputs.get("x") is not v:
+        return [], None
+    mean = e.const(sub.inputs.get("y"))
+    shape = v.type.shape if isinstance(v.type, TensorType) else None
+    if mean is None or shape is None or sub.outputs[0].type != v.type:
+        return [], None
+    arr = np.asarray(mean, np.float32)
+    if arr.shape not in (tuple(shape), tuple(shape[1:])):
+        return [], None
+    entry = NeuralNetwork_pb2.NeuralNetworkPreprocessing()
+    entry.meanImage.meanImage.extend(arr.reshape(-1).tolist())
+    return [sub], entry
