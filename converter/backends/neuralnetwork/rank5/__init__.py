@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import warnings
 
+import numpy as np
+
 from ....errors import ConversionWarning, LoweringError, UnsupportedError
 from ....formats import description as desc
 from ....formats.proto import Model_pb2, NeuralNetwork_pb2
@@ -45,8 +47,7 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
     problems: list[str] = []
     classifier = _lower(fn, e, network, classify, problems)
     if problems:
-        count = f"{len(problems)} ops have" if len(problems) > 1 else "1 op has"
-        raise UnsupportedError(f"{count} no legacy rank-5 form (specification version {floor} was asked; they need "
+        raise UnsupportedError(f"{_count(problems)} no legacy rank-5 form (specification version {floor} was asked; they need "
                                f"version 4 or later, the N-dimensional layers): " + "; ".join(problems), file=source)
     d = model.description
     recorded_metadata(prog, d)
@@ -72,6 +73,14 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
     return model, state.payloads
 
 
+def _count(problems: list[str]) -> str:
+    """"3 ops and 1 feature have" for the problems listed."""
+    features = sum(p.startswith(("input '", "output '")) for p in problems)
+    ops = len(problems) - features
+    parts = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in ((ops, "op"), (features, "feature")) if n]
+    return " and ".join(parts) + (" have" if len(problems) > 1 else " has")
+
+
 def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: list[str]) -> Classifier | None:
     """The layers of ``fn``; what has no rank-5 form goes to ``problems``."""
     e.reserve([v.name for v in fn.inputs] + [v.name for v in fn.outputs])
@@ -81,7 +90,7 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
             e.layouts[v] = natural(v)
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err}")
-            e.layouts[v] = (1, 1, 1)
+            e.layouts[v] = _placeholder_layout(v)
     skip = set(_image_preprocessing(fn, e, network))
     for op in skip:
         if e.lookup(op.outputs[0]) is not None:
@@ -114,11 +123,16 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
         return None
 
 
-def _placeholder_layout(v: Value):
+def _placeholder_layout(v: Value) -> tuple[int, int, int]:
+    """A layout for a value that has none (so that the ops reading it are still checked): its
+    elements as a vector when its size is known."""
     try:
         return natural(v)
     except LoweringError:
-        return (1, 1, 1)
+        try:
+            return (int(np.prod(static_shape(v))), 1, 1)
+        except LoweringError:
+            return (1, 1, 1)
 
 
 def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: list[str]) -> None:

@@ -470,3 +470,42 @@ def natural(v: Value) -> Layout:
     if layout is None:
         raise LoweringError(f"'{v.name}' of shape {static_shape(v)} has a batch axis > 1")
     return layout
+
+
+# ---------------------------------------------------------------------------------------------
+# resizing
+
+
+@rank5("upsample_nearest_neighbor")
+def _upsample(e: Rank5Emitter, op: Op) -> None:
+    """``upsample`` (NN mode) by integer factors: every pixel repeated (all nearest rules agree)."""
+    x = _x(op)
+    layout = spatial_layout(x, "upsample input")
+    factors = [float(np.asarray(e.const_param(op, k)).reshape(())) for k in ("scale_factor_height",
+                                                                             "scale_factor_width")]
+    if any(f != int(f) or f < 1 for f in factors):
+        raise LoweringError(f"upsampling by {factors} (fractional factors need specification version 5)")
+    out_layout = spatial_layout(op.outputs[0], "upsample output")
+    params = e.layer("upsample", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    params.scalingFactor.extend(int(f) for f in factors)
+    params.mode = nn.UpsampleLayerParams.NN
+
+
+_SAMPLING = {"STRICT_ALIGN_CORNERS": nn.SamplingMode.STRICT_ALIGN_ENDPOINTS_MODE,
+             "ALIGN_CORNERS": nn.SamplingMode.ALIGN_ENDPOINTS_MODE, "DEFAULT": nn.SamplingMode.UPSAMPLE_MODE,
+             "OFFSET_CORNERS": nn.SamplingMode.ROI_ALIGN_MODE}
+
+
+@rank5("resize_bilinear")
+def _resize_bilinear(e: Rank5Emitter, op: Op) -> None:
+    """``resizeBilinear`` (specification version 3, iOS 12): MIL's sampling modes are the layer's
+    SamplingMode methods, but UNALIGN_CORNERS (half-pixel centres), which it does not have."""
+    x = _x(op)
+    layout = spatial_layout(x, "resize_bilinear input")
+    mode = str(e.const_param(op, "sampling_mode"))
+    if mode not in _SAMPLING:
+        raise LoweringError(f"sampling_mode {mode} (resizeBilinear has no half-pixel-centre mode)")
+    out_layout = spatial_layout(op.outputs[0], "resize_bilinear output")
+    params = e.layer("resizeBilinear", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    params.targetSize.extend(out_layout[1:])
+    params.mode.samplingMethod = _SAMPLING[mode]

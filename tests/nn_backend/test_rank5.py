@@ -1,0 +1,430 @@
+"""Legacy rank-5 NeuralNetwork models (target iOS11 / iOS12, specification versions 1-3).
+
+Programs built here are written with ``target="iOS11"``/``"iOS12"``, read back with our
+NeuralNetwork frontend (which gives the layers rank-5 semantics for spec <= 3) and run. Oracles:
+torch.nn.functional (conv2d, conv_transpose2d, pooling, interpolate, batch_norm, softmax, linear)
+and numpy formulas written here from the ops' definitions; onnxruntime on onnxmltools' ONNX form
+of the emitted model (an implementation of the legacy layers by other people). The shared
+builder models (spec <= 3) are converted too: their outputs through the rank-5 model match the
+source model's (a round trip, not an oracle), and the ones refused name every op that needs
+version 4.
+"""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+import torch.nn.functional as F
+
+import converter
+from converter.errors import ConversionWarning, UnsupportedError
+from converter.formats import description as desc
+from converter.formats.model_file import read_model_file
+from converter.formats.proto import NeuralNetwork_pb2 as nn
+from converter.ir.builder import new_program
+from converter.ir.runtime import ListValue
+from converter.ir.types import TensorType, fp32, string
+
+from .helpers import assert_close, layer_kinds
+
+SHARED = Path(__file__).resolve().parents[2] / ".." / "shared" / "data" / "models" / "builder"
+RNG = np.random.default_rng(7)
+
+
+def _rand(*shape: int, scale: float = 1.0) -> np.ndarray:
+    return (RNG.standard_normal(shape) * scale).astype(np.float32)
+
+
+def _write(prog, path: Path, **options) -> tuple[object, list[str]]:
+    """Convert ``prog`` (no pass pipeline: the lowering is under test); the model and its warnings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConversionWarning)
+        converter.convert(prog, to="neuralnetwork", out=path, passes=options.pop("passes", "none"), overwrite=True,
+                          **options)
+    return read_model_file(path).model, [str(w.message) for w in caught if issubclass(w.category, ConversionWarning)]
+
+
+def _run(path: Path, feeds: dict) -> dict:
+    return converter.run(converter.load(path), feeds)
+
+
+def _t(a: np.ndarray) -> torch.Tensor:
+    return torch.from_numpy(np.ascontiguousarray(a, np.float32))
+
+
+def _declared(model, kind: str = "input") -> dict[str, list[int]]:
+    feats = model.description.input if kind == "input" else model.description.output
+    return {f.name: list(f.type.multiArrayType.shape) for f in feats if f.type.WhichOneof("Type") == "multiArrayType"}
+
+
+# ---------------------------------------------------------------------------------------------
+# a CNN classifier
+
+
+W1, B1 = _rand(4, 3, 3, 3, scale=0.5), _rand(4)
+W2, B2 = _rand(6, 2, 2, 3, scale=0.5), _rand(6)
+BN_MEAN, BN_VAR = _rand(6), np.abs(_rand(6)) + 0.5
+BN_GAMMA, BN_BETA = _rand(6), _rand(6)
+FC_W, FC_B = _rand(5, 6), _rand(5)
+LABELS = ["ant", "bee", "cat", "dog", "eel"]
+
+
+def _cnn_classifier():
+    """conv (same, bias) -> relu -> max_pool 2x2/2 -> grouped conv (custom pads, strides (2, 1),
+    dilations (1, 2)) -> batch_norm -> leaky_relu -> avg_pool 3x3/1 (custom pads, padding excluded)
+    -> mean over H, W -> linear -> softmax -> classify."""
+
+    def body(b, x):
+        y = b.conv(x=x, weight=W1, bias=B1, pad_type="same", name="conv1")
+        y = b.relu(x=y, name="relu1")
+        y = b.max_pool(x=y, kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="pool1")
+        y = b.conv(x=y, weight=W2, bias=B2, strides=[2, 1], dilations=[1, 2], groups=2, pad_type="custom",
+                   pad=[1, 0, 2, 1], name="conv2")
+        y = b.batch_norm(x=y, mean=BN_MEAN, variance=BN_VAR, gamma=BN_GAMMA, beta=BN_BETA,
+                         epsilon=np.float32(1e-3), name="bn")
+        y = b.leaky_relu(x=y, alpha=np.float32(0.2), name="lrelu")
+        y = b.avg_pool(x=y, kernel_sizes=[3, 3], strides=[1, 1], pad_type="custom", pad=[1, 1, 0, 2],
+                       exclude_padding_from_average=True, name="pool2")
+        y = b.reduce_mean(x=y, axes=[2, 3], keep_dims=False, name="gap")
+        y = b.linear(x=y, weight=FC_W, bias=FC_B, name="fc")
+        p = b.softmax(x=y, axis=-1, name="probs_vec")
+        label, probs = b.classify(probabilities=p, classes=ListValue(
+            TensorType(string, ()), [np.array(s) for s in LABELS], False), name="classify")
+        label.name, probs.name = "label", "probs"
+        return [label, probs]
+
+    return new_program([("image", TensorType(fp32, (1, 3, 12, 10)))], body)
+
+
+def _cnn_torch(x: np.ndarray) -> np.ndarray:
+    y = F.relu(F.conv2d(_t(x), _t(W1), _t(B1), padding=1))
+    y = F.max_pool2d(y, 2, 2)
+    y = F.pad(y, (2, 1, 1, 0))  # (left, right, top, bottom)
+    y = F.conv2d(y, _t(W2), _t(B2), stride=(2, 1), dilation=(1, 2), groups=2)
+    y = F.batch_norm(y, _t(BN_MEAN), _t(BN_VAR), _t(BN_GAMMA), _t(BN_BETA), training=False, eps=1e-3)
+    y = F.leaky_relu(y, 0.2)
+    # padding excluded from the average: sum over the window of the zero-padded map / count of real cells
+    padded = F.pad(y, (0, 2, 1, 1))
+    ones = F.pad(torch.ones_like(y), (0, 2, 1, 1))
+    y = F.avg_pool2d(padded, 3, 1) / F.avg_pool2d(ones, 3, 1)
+    y = y.mean(dim=(2, 3))
+    return F.softmax(F.linear(y, _t(FC_W), _t(FC_B)), dim=-1).numpy()
+
+
+def test_cnn_classifier_for_ios11_is_a_version_1_rank5_classifier(tmp_path: Path) -> None:
+    out = tmp_path / "cnn.mlmodel"
+    model, warned = _write(_cnn_classifier(), out, target="iOS11")
+    assert model.specificationVersion == 1
+    net = model.neuralNetworkClassifier
+    assert model.WhichOneof("Type") == "neuralNetworkClassifier"
+    assert net.arrayInputShapeMapping == nn.RANK5_ARRAY_MAPPING
+    assert net.imageInputShapeMapping == nn.RANK5_IMAGE_MAPPING
+    assert dict(layer_kinds(out)) == {"convolution": 2, "activation": 2, "pooling": 3, "batchnorm": 1,
+                                      "innerProduct": 1, "softmax": 1}
+    gap = [layer for layer in net.layers if layer.WhichOneof("layer") == "pooling"][-1].pooling
+    assert gap.globalPooling and gap.type == nn.PoolingLayerParams.AVERAGE
+    assert list(net.stringClassLabels.vector) == LABELS
+    # the program's [1, 3, 12, 10] input is declared [3, 12, 10] (rank-5 features have no batch axis)
+    assert _declared(model) == {"image": [3, 12, 10]}
+    assert any("'image' of shape [1, 3, 12, 10] is declared [3, 12, 10]" in w for w in warned)
+    x = _rand(1, 3, 12, 10)
+    got = _run(out, {"image": x[0]})
+    want = _cnn_torch(x)[0]
+    assert_close([got["probs"][k] for k in LABELS], want, 1e-5)
+    assert got["label"] == LABELS[int(np.argmax(want))]
+
+
+def test_the_cnn_agrees_with_onnxruntime_through_onnxmltools(tmp_path: Path) -> None:
+    """Independent implementation of the legacy layers: onnxmltools' ONNX form, run by onnxruntime."""
+    from tests.oracles import onnxmltools_oracle
+
+    def body(b, x):  # the classifier's layers without classify (onnxmltools' ZipMap is not needed)
+        y = b.conv(x=x, weight=W1, bias=B1, pad_type="same", name="conv1")
+        y = b.max_pool(x=b.relu(x=y, name="relu1"), kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid",
+                       name="pool1")
+        y = b.conv(x=y, weight=W2, bias=B2, strides=[2, 1], groups=2, pad_type="custom", pad=[1, 0, 2, 1],
+                   name="conv2")
+        y = b.batch_norm(x=y, mean=BN_MEAN, variance=BN_VAR, gamma=BN_GAMMA, beta=BN_BETA,
+                         epsilon=np.float32(1e-3), name="bn")
+        y = b.reduce_max(x=b.sigmoid(x=y, name="sig"), axes=[-2, -1], keep_dims=True, name="gmp")
+        y = b.reshape(x=y, shape=[1, 6], name="flat")
+        return [b.softmax(x=b.linear(x=y, weight=FC_W, bias=FC_B, name="fc"), axis=-1, name="probs")]
+
+    out = tmp_path / "cnn.mlmodel"
+    model, _ = _write(new_program([("image", TensorType(fp32, (1, 3, 12, 10)))], body), out, target="iOS12")
+    assert model.specificationVersion == 1
+    x = _rand(1, 3, 12, 10)
+    ours = _run(out, {"image": x[0]})["probs"]
+    onnx_model = onnxmltools_oracle.to_onnx(out.read_bytes())
+    theirs = onnxmltools_oracle.run(onnx_model, {"image": x[0]})["probs"]
+    assert_close(ours, np.asarray(theirs).reshape(ours.shape), 1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# an MLP regressor
+
+
+M1, M2, M3 = _rand(16, 7, scale=0.4), _rand(8, 16, scale=0.4), _rand(8, 2, scale=0.4)
+MB1 = _rand(16)
+
+
+def test_mlp_regressor_for_ios12_keeps_vector_features(tmp_path: Path) -> None:
+    """[1, 7] -> linear -> tanh -> linear (no bias) -> elu -> matmul (constant [8, 2]) -> x * 1.5 - 0.25:
+    innerProduct layers on [C, 1, 1] blobs; the input is declared [7], the output [2]."""
+
+    def body(b, x):
+        y = b.tanh(x=b.linear(x=x, weight=M1, bias=MB1, name="fc1"), name="t")
+        y = b.elu(x=b.linear(x=y, weight=M2, name="fc2"), alpha=np.float32(0.7), name="e")
+        y = b.matmul(x=y, y=M3, name="fc3")
+        return [b.sub(x=b.mul(x=y, y=np.float32(1.5), name="scaled"), y=np.float32(0.25), name="target")]
+
+    out = tmp_path / "mlp.mlmodel"
+    model, warned = _write(new_program([("features", TensorType(fp32, (1, 7)))], body), out, target="iOS12")
+    assert model.specificationVersion == 1 and model.WhichOneof("Type") == "neuralNetwork"
+    assert dict(layer_kinds(out)) == {"innerProduct": 3, "activation": 2, "multiply": 1, "add": 1}
+    assert _declared(model) == {"features": [7]} and _declared(model, "output") == {"target": [2]}
+    assert len(warned) == 2  # input and output lose their batch axis
+    x = _rand(1, 7)
+    got = _run(out, {"features": x[0]})["target"]
+    h = np.tanh(x @ M1.T + MB1) @ M2.T
+    h = np.where(h > 0, h, 0.7 * (np.exp(h) - 1))
+    assert_close(got, ((h @ M3) * 1.5 - 0.25)[0], 1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# the version rules: 1, 2 with fp16 weights, 3 with resizeBilinear
+
+
+def test_fp16_weights_stay_fp16_and_need_version_2(tmp_path: Path) -> None:
+    w16, b16 = _rand(3, 2, 3, 3).astype(np.float16), _rand(3).astype(np.float16)
+
+    def body(b, x):
+        y = b.conv(x=b.cast(x=x, dtype="fp16", name="x16"), weight=w16, bias=b16, pad_type="valid", name="conv")
+        return [b.cast(x=b.relu(x=y, name="r"), dtype="fp32", name="y")]
+
+    prog = new_program([("x", TensorType(fp32, (1, 2, 6, 5)))], body)
+    out = tmp_path / "fp16.mlmodel"
+    model, _ = _write(prog, out, target="iOS12")
+    assert model.specificationVersion == 2  # float16Value weights: iOS 11.2
+    conv = model.neuralNetwork.layers[0].convolution
+    assert np.frombuffer(conv.weights.float16Value, "<f2").tolist() == w16.reshape(-1).tolist()
+    with pytest.raises(UnsupportedError, match=r"fp16 weights \(float16Value\) \(version 2\)"):
+        _write(prog, tmp_path / "v1.mlmodel", spec_version=1)
+    assert not (tmp_path / "v1.mlmodel").exists()
+    x = _rand(1, 2, 6, 5)
+    want = F.relu(F.conv2d(_t(x), _t(w16.astype(np.float32)), _t(b16.astype(np.float32)))).numpy()
+    assert_close(_run(out, {"x": x[0]})["y"], want[0], 1e-5)
+
+
+def test_resize_bilinear_needs_version_3_and_upsample_version_1(tmp_path: Path) -> None:
+    def body(b, x):
+        up = b.upsample_nearest_neighbor(x=x, scale_factor_height=np.float32(2), scale_factor_width=np.float32(3),
+                                         name="up")
+        rs = b.resize_bilinear(x=x, target_size_height=7, target_size_width=5, sampling_mode="STRICT_ALIGN_CORNERS",
+                               name="rs")
+        return [up, rs]
+
+    prog = new_program([("x", TensorType(fp32, (1, 2, 4, 3)))], body)
+    out = tmp_path / "resize.mlmodel"
+    model, _ = _write(prog, out, target="iOS12")
+    assert model.specificationVersion == 3
+    assert dict(layer_kinds(out)) == {"upsample": 1, "resizeBilinear": 1}
+    with pytest.raises(UnsupportedError, match=r"layer resizeBilinear \(version 3\)"):
+        _write(prog, tmp_path / "v2.mlmodel", target="iOS11")
+    x = _rand(1, 2, 4, 3)
+    got = _run(out, {"x": x[0]})
+    assert_close(got["up"], F.interpolate(_t(x), scale_factor=(2, 3), mode="nearest").numpy()[0], 1e-6)
+    want = F.interpolate(_t(x), size=(7, 5), mode="bilinear", align_corners=True).numpy()[0]
+    assert_close(got["rs"], want, 1e-5)
+    only_up = new_program([("x", TensorType(fp32, (1, 2, 4, 3)))], lambda b, x: [b.upsample_nearest_neighbor(
+        x=x, scale_factor_height=np.float32(2), scale_factor_width=np.float32(1), name="up")])
+    model, _ = _write(only_up, tmp_path / "up.mlmodel", spec_version=3)
+    assert model.specificationVersion == 1  # the lowest version with every layer, not the floor asked
+
+
+# ---------------------------------------------------------------------------------------------
+# elementwise forms, activations, deconvolution, concat, flatten
+
+
+SCALE_C = np.array([0.5, -2.0, 3.0], np.float32).reshape(1, 3, 1, 1)
+BIAS_CHW = _rand(1, 3, 4, 5)
+PRELU = np.array([0.1, -0.3, 0.7], np.float32)
+
+
+def test_elementwise_with_constants_and_activations(tmp_path: Path) -> None:
+    """Each output pins one lowering's parameters with distinct, asymmetric values."""
+
+    def body(b, x, z):
+        return [
+            b.mul(x=x, y=SCALE_C, name="per_channel"),              # scale [C]
+            b.add(x=x, y=BIAS_CHW, name="per_element"),             # bias [C, H, W]
+            b.sub(x=np.float32(2.5), y=x, name="const_minus_x"),    # scale -1 with bias
+            b.real_div(x=x, y=np.float32(4), name="div"),           # multiply 0.25
+            b.sub(x=x, y=z, name="diff"),                           # multiply -1 + add
+            b.maximum(x=x, y=z, name="hi"),
+            b.minimum(x=x, y=z, name="lo"),
+            b.prelu(x=x, alpha=PRELU, name="prelu"),
+            b.scaled_tanh(x=x, alpha=np.float32(2), beta=np.float32(0.5), name="stanh"),
+            b.sigmoid_hard(x=x, alpha=np.float32(0.3), beta=np.float32(0.4), name="hsig"),
+            b.linear_activation(x=x, alpha=np.float32(-1.5), beta=np.float32(0.25), name="lin"),
+            b.softplus(x=x, name="splus"),
+            b.rsqrt(x=b.abs(x=x, name="absx"), epsilon=np.float32(0.5), name="rs"),
+            b.softmax(x=x, axis=1, name="chan_softmax"),
+        ]
+
+    shape = (1, 3, 4, 5)
+    prog = new_program([("x", TensorType(fp32, shape)), ("z", TensorType(fp32, shape))], body)
+    out = tmp_path / "ew.mlmodel"
+    model, _ = _write(prog, out, target="iOS11")
+    assert model.specificationVersion == 1
+    assert dict(layer_kinds(out)) == {"scale": 2, "bias": 1, "multiply": 2, "add": 1, "max": 1, "min": 1,
+                                      "activation": 5, "unary": 2, "softmax": 1}
+    x, z = _rand(*shape), _rand(*shape)
+    got = _run(out, {"x": x[0], "z": z[0]})
+    e = np.exp(x - x.max(axis=1, keepdims=True))
+    want = {
+        "per_channel": x * SCALE_C, "per_element": x + BIAS_CHW, "const_minus_x": 2.5 - x, "div": x / 4,
+        "diff": x - z, "hi": np.maximum(x, z), "lo": np.minimum(x, z),
+        "prelu": np.where(x > 0, x, PRELU.reshape(1, 3, 1, 1) * x), "stanh": 2 * np.tanh(0.5 * x),
+        "hsig": np.clip(0.3 * x + 0.4, 0, 1), "lin": -1.5 * x + 0.25, "splus": np.log1p(np.exp(x)),
+        "rs": 1 / np.sqrt(np.abs(x) + 0.5), "chan_softmax": e / e.sum(axis=1, keepdims=True),
+    }
+    for name, value in want.items():
+        assert_close(got[name], value[0], 1e-5)
+
+
+DW, DB = _rand(2, 3, 3, 2, scale=0.5), _rand(3)  # [C_in, C_out, kH, kW]
+CW = _rand(2, 2, 2, 2)
+LW = _rand(4, 5 * 6 * 3)
+
+
+def test_deconvolution_concat_and_flatten_to_dense(tmp_path: Path) -> None:
+    """conv_transpose (stride 2, custom pads) of x [1, 2, 3, 2] -> [1, 3, 6, 3], concat along C with
+    a conv of u -> [1, 5, 6, 3] -> reshape to [1, 90] -> linear: a flatten layer (CHANNEL_FIRST)
+    feeds innerProduct."""
+
+    def body(b, x, u):
+        d = b.conv_transpose(x=x, weight=DW, bias=DB, strides=[2, 2], pad_type="custom", pad=[1, 0, 0, 1],
+                             name="deconv")
+        c = b.conv(x=u, weight=CW, pad_type="valid", name="c")
+        j = b.concat(values=[d, c], axis=1, name="joined")
+        flat = b.reshape(x=j, shape=[1, -1], name="flat")
+        return [j, b.linear(x=flat, weight=LW, name="dense")]
+
+    x, u = _rand(1, 2, 3, 2), _rand(1, 2, 7, 4)
+    prog = new_program([("x", TensorType(fp32, x.shape)), ("u", TensorType(fp32, u.shape))], body)
+    out = tmp_path / "deconv.mlmodel"
+    model, _ = _write(prog, out, target="iOS12")
+    assert model.specificationVersion == 1
+    assert dict(layer_kinds(out)) == {"convolution": 2, "concat": 1, "flatten": 1, "innerProduct": 1}
+    deconv = model.neuralNetwork.layers[0].convolution
+    assert deconv.isDeconvolution and list(deconv.outputShape) == [6, 3]
+    # the full (3 - 1) * 2 + 3 = 7 by (2 - 1) * 2 + 2 = 4 result, cropped by the pads (top 1, right 1)
+    d = F.conv_transpose2d(_t(x), _t(DW), _t(DB), stride=2)[:, :, 1:, :-1]
+    j = torch.cat([d, F.conv2d(_t(u), _t(CW))], dim=1).numpy()
+    got = _run(out, {"x": x[0], "u": u[0]})
+    assert_close(got["joined"], j[0], 1e-5)
+    assert_close(got["dense"], (j.reshape(1, -1) @ LW.T)[0], 1e-5)
+
+
+# ---------------------------------------------------------------------------------------------
+# refusal
+
+
+def test_every_op_needing_version_4_is_named_and_nothing_is_written(tmp_path: Path) -> None:
+    def body(b, x, w):
+        t = b.transpose(x=x, perm=[0, 1, 3, 2], name="swap_hw")
+        c = b.conv(x=x, weight=w, pad_type="valid", name="dyn_conv")
+        s = b.softmax(x=b.relu(x=x, name="fine"), axis=-1, name="row_softmax")
+        return [t, c, s]
+
+    prog = new_program([("x", TensorType(fp32, (1, 2, 4, 4))), ("w", TensorType(fp32, (3, 2, 1, 1)))], body)
+    out = tmp_path / "bad.mlmodel"
+    with pytest.raises(UnsupportedError) as info:
+        _write(prog, out, target="iOS12")
+    message = str(info.value)
+    assert "3 ops and 1 feature have no legacy rank-5 form" in message and "version 4" in message
+    assert "input 'w': 'w' of shape [3, 2, 1, 1] has a batch axis > 1" in message
+    assert "transpose 'swap_hw': no legacy (rank-5) layer" in message
+    assert "conv 'dyn_conv': conv with a run-time weight" in message
+    assert "softmax 'row_softmax': softmax along axis -1 of shape [1, 2, 4, 4]" in message
+    assert "'fine'" not in message
+    assert not out.exists()
+    batched = new_program([("x", TensorType(fp32, (2, 3)))], lambda b, x: [b.relu(x=x, name="r")])
+    with pytest.raises(UnsupportedError, match=r"input 'x': 'x' of shape \[2, 3\] has a batch axis > 1"):
+        _write(batched, tmp_path / "batched.mlmodel", target="iOS11")
+    # the ND backend still writes both (version 4)
+    model, _ = _write(batched, tmp_path / "nd.mlmodel", target="iOS13")
+    assert model.specificationVersion == 4
+
+
+# ---------------------------------------------------------------------------------------------
+# the shared builder models of specification version <= 3
+
+
+CONVERTED = {  # model -> the version of the rank-5 model written for target iOS12
+    "cnn_conv_pool_fc": 1, "cnn_conv_pool_fc_fp16": 1, "cnn_conv_pool_fc_int8_linear": 1,
+    "cnn_conv_pool_fc_int8_symmetric": 1, "cnn_conv_pool_fc_lut2": 1, "cnn_conv_pool_fc_lut4": 1,
+    "regressor_mlp": 1, "pipeline_two_nn": 1, "image_classifier_preprocessed": 1,
+}
+REFUSED = {  # model -> words of the refusal
+    "embedding_simple_rnn": ["gather", "'tokens' has shape ['tokens_seq'"],
+    "gru": ["gru 'gru_gru': no legacy (rank-5) layer"],
+    "lstm_unidirectional": ["lstm 'lstm1_lstm'", "lstm 'lstm2_lstm'"],
+    "lstm_bidirectional": ["lstm 'bilstm_lstm'"],
+    "flexible_shape_range": ["input 'x': 'x' has shape ['3', '_s"],
+    "flexible_shape_enumerated": ["input 'x': 'x' has shape ['3', '_s"],
+    "flexible_image_sizes": ["input 'image'", "rank-5 networks are written for static shapes"],
+}
+
+
+def _feeds(prog, seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    return {v.name: rng.uniform(-1, 1, [int(d) for d in v.type.shape]).astype(np.float32) for v in prog.main.inputs}
+
+
+@pytest.mark.parametrize("name", sorted(CONVERTED))
+def test_shared_builder_model_converts_to_rank5(name: str, tmp_path: Path) -> None:
+    src = SHARED / f"{name}.mlmodel"
+    if not src.exists():
+        pytest.skip("shared models not present")
+    out = tmp_path / f"{name}.mlmodel"
+    converter.convert(src, to="neuralnetwork", out=out, target="iOS12", overwrite=True)  # default pipeline
+    model = read_model_file(out).model
+    assert model.specificationVersion == CONVERTED[name]
+    original = read_model_file(src).model
+    assert [f.name for f in model.description.input] == [f.name for f in original.description.input]
+    assert [f.name for f in model.description.output] == [f.name for f in original.description.output]
+    source = converter.load(src)
+    for mine in model.description.input:  # the interface is the source's, as the frontend recorded it
+        recorded = desc.feature_from_bytes(source.main.input_info[mine.name].feature_type)
+        assert mine.type == recorded
+    feeds = _feeds(source)
+    if name == "image_classifier_preprocessed":
+        feeds = {"image": np.random.default_rng(1).integers(0, 256, (20, 20, 3), dtype=np.uint8)}
+    want, got = converter.run(source, feeds), _run(out, feeds)
+    for key, value in want.items():
+        if isinstance(value, dict):
+            assert got[key].keys() == value.keys()
+            assert_close([got[key][k] for k in value], list(value.values()), 1e-5)
+        elif np.asarray(value).dtype.kind in "fc":
+            assert_close(got[key], value, 1e-5)
+        else:
+            assert got[key] == value
+
+
+@pytest.mark.parametrize("name", sorted(REFUSED))
+def test_shared_builder_model_refused_with_every_reason(name: str, tmp_path: Path) -> None:
+    src = SHARED / f"{name}.mlmodel"
+    if not src.exists():
+        pytest.skip("shared models not present")
+    out = tmp_path / f"{name}.mlmodel"
+    with pytest.raises(UnsupportedError) as info:
+        converter.convert(src, to="neuralnetwork", out=out, target="iOS12", overwrite=True)
+    for words in REFUSED[name]:
+        assert words in str(info.value)
+    assert not out.exists()
