@@ -297,6 +297,62 @@ def test_elementwise_with_constants_and_activations(tmp_path: Path) -> None:
         assert_close(got[name], value[0], 1e-5)
 
 
+BIAS_HW = _rand(1, 1, 4, 5)
+
+
+def test_clip_silu_lrn_padding_reductions_and_window_forms(tmp_path: Path) -> None:
+    """The decomposed forms (clip as THRESHOLD / THRESHOLD / multiply, silu as sigmoid * x), lrn,
+    padding, the ``reduce`` layer over C / W / H, W, same_lower (TOP_LEFT_HEAVY) and a [1, H, W] bias."""
+
+    def body(b, x):
+        return [
+            b.clip(x=x, alpha=np.float32(-0.5), beta=np.float32(0.75), name="clipped"),
+            b.relu6(x=b.mul(x=x, y=np.float32(4), name="x4"), name="r6"),
+            b.silu(x=x, name="swish"),
+            b.local_response_norm(x=x, size=3, alpha=np.float32(0.4), beta=np.float32(0.6), k=np.float32(1.5),
+                                  name="lrn"),
+            b.pad(x=x, pad=[2, 0, 1, 3], mode="reflect", name="reflected"),
+            b.pad(x=x, pad=[0, 1, 2, 0], mode="constant", constant_val=np.float32(-2), name="padded"),
+            b.reduce_sum(x=x, axes=[1], keep_dims=True, name="sum_c"),
+            b.reduce_max(x=x, axes=[-1], keep_dims=False, name="max_w"),
+            b.reduce_l2_norm(x=x, axes=[2, 3], keep_dims=True, name="l2_hw"),
+            b.avg_pool(x=x, kernel_sizes=[2, 3], strides=[2, 2], pad_type="same",
+                       exclude_padding_from_average=False, name="avg_same"),
+            b.max_pool(x=x, kernel_sizes=[2, 2], strides=[1, 2], pad_type="same_lower", name="max_lower"),
+            b.add(x=x, y=BIAS_HW, name="hw_bias"),
+        ]
+
+    shape = (1, 3, 4, 5)
+    prog = new_program([("x", TensorType(fp32, shape))], body, opset="iOS16")
+    out = tmp_path / "misc.mlmodel"
+    model, _ = _write(prog, out, target="iOS11")
+    assert model.specificationVersion == 1
+    # max_w: the reduce layer writes [3, 4, 1]; the [1, 3, 4] output is declared [C, H, W] = [1, 3, 4]
+    assert dict(layer_kinds(out)) == {"unary": 4, "multiply": 4, "activation": 1, "lrn": 1, "padding": 2,
+                                      "reduce": 3, "pooling": 2, "bias": 1, "reshape": 1}
+    assert _declared(model, "output")["max_w"] == [1, 3, 4]
+    x = _rand(*shape, scale=2)
+    got = _run(out, {"x": x[0]})
+    sq = np.pad(x * x, [(0, 0), (1, 1), (0, 0), (0, 0)])
+    window = sq[:, :-2] + sq[:, 1:-1] + sq[:, 2:]
+    tx = _t(x)
+    # avg_pool 'same', kernel (2, 3), strides 2: H pads (0, 0), W pads (1, 1); padding counted
+    avg = F.avg_pool2d(F.pad(tx, (1, 1, 0, 0)), (2, 3), 2).numpy()
+    # max_pool same_lower, kernel 2, strides (1, 2): H total 1 -> (1, 0); W total 1 -> (1, 0)
+    mx = F.max_pool2d(F.pad(tx, (1, 0, 1, 0), value=-np.inf), 2, (1, 2)).numpy()
+    want = {
+        "clipped": np.clip(x, -0.5, 0.75), "r6": np.clip(4 * x, 0, 6), "swish": x / (1 + np.exp(-x)),
+        "lrn": x / (1.5 + 0.4 / 3 * window) ** 0.6,
+        "reflected": np.pad(x, [(0, 0), (0, 0), (2, 0), (1, 3)], mode="reflect"),
+        "padded": np.pad(x, [(0, 0), (0, 0), (0, 1), (2, 0)], constant_values=-2),
+        "sum_c": x.sum(axis=1, keepdims=True), "max_w": x.max(axis=-1),
+        "l2_hw": np.sqrt((x * x).sum(axis=(2, 3), keepdims=True)), "avg_same": avg, "max_lower": mx,
+        "hw_bias": x + BIAS_HW,
+    }
+    for name, value in want.items():
+        assert_close(got[name], value[0], 1e-5)
+
+
 DW, DB = _rand(2, 3, 3, 2, scale=0.5), _rand(3)  # [C_in, C_out, kH, kW]
 CW = _rand(2, 2, 2, 2)
 LW = _rand(4, 5 * 6 * 3)

@@ -112,6 +112,34 @@ def _prelu(e: Rank5Emitter, op: Op) -> None:
     e.weights(params.PReLU.alpha, alpha)
 
 
+@rank5("clip", "relu6")
+def _clip(e: Rank5Emitter, op: Op) -> None:
+    """min(max(x, lo), hi) without the ``clip`` layer (version 4): ``unary`` THRESHOLD computes
+    ``max(scale * x + shift, alpha)``, so max(x, lo), then max(-y, -hi) = -min(y, hi), then * -1."""
+    lo, hi = (0.0, 6.0) if op.type == "relu6" else (scalar(e.const_param(op, k), k) for k in ("alpha", "beta"))
+    x = _x(op)
+    _float_tensor(x)
+    layout = e.layout(x)
+    low, neg = e.fresh(f"{op.name}_low"), e.fresh(f"{op.name}_neg_high")
+    for name, src, dst, scale, alpha in ((f"{op.name}_low", e.get(x), low, 1.0, lo),
+                                         (f"{op.name}_neg_high", low, neg, -1.0, -hi)):
+        params = e.layer("unary", name, [src], [dst])
+        params.type = nn.UnaryFunctionLayerParams.THRESHOLD
+        params.scale, params.alpha = scale, alpha
+    e.layer("multiply", op.name, [neg], [e.put(op.outputs[0], layout)]).alpha = -1.0
+
+
+@rank5("silu")
+def _silu(e: Rank5Emitter, op: Op) -> None:
+    """x * sigmoid(x): an activation and a multiply."""
+    x = _x(op)
+    _float_tensor(x)
+    blob, layout = e.get(x), e.layout(x)
+    sig = e.fresh(f"{op.name}_sigmoid")
+    e.layer("activation", f"{op.name}_sigmoid", [blob], [sig]).sigmoid.SetInParent()
+    e.layer("multiply", op.name, [blob, sig], [e.put(op.outputs[0], layout)])
+
+
 _UNARY = {"abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT", "inverse": "INVERSE", "log": "LOG", "exp": "EXP",
           "threshold": "THRESHOLD", "square": "POWER"}
 
@@ -402,6 +430,44 @@ def _batch_norm(e: Rank5Emitter, op: Op) -> None:
         v = op_value(op, key)
         arr = np.full(c, default, np.float32) if v is None else e.const_array(v, f"batch_norm {key}").reshape(-1)
         e.weights(getattr(params, key), np.broadcast_to(arr, (c,)))
+
+
+@rank5("local_response_norm")
+def _lrn(e: Rank5Emitter, op: Op) -> None:
+    """``lrn``: x / (k + alpha / size * sum of squares over ``size`` channels) ** beta, as MIL's."""
+    x = _x(op)
+    layout = spatial_layout(x, "local_response_norm input")
+    params = e.layer("lrn", op.name, [e.get(x, layout)], [e.put(op.outputs[0], layout)])
+    params.localSize = int(np.asarray(e.const_param(op, "size")).reshape(()))
+    params.alpha = scalar(e.const_param(op, "alpha"), "alpha")
+    params.beta = scalar(e.const_param(op, "beta"), "beta")
+    params.k = scalar(e.const_param(op, "k"), "k")
+    if params.k == 0:
+        raise LoweringError("k = 0 (proto3's unset value, which readers take as 1)")
+
+
+_PAD_MODES = {"constant": "constant", "reflect": "reflection", "replicate": "replication"}
+
+
+@rank5("pad")
+def _pad(e: Rank5Emitter, op: Op) -> None:
+    """``padding`` of H and W (constant, reflection, replication) of a [1, C, H, W] value."""
+    x = _x(op)
+    layout = spatial_layout(x, "pad input")
+    pad = [int(d) for d in np.asarray(e.const_param(op, "pad")).reshape(-1)]
+    if len(pad) > 4 and any(pad[:-4]):
+        raise LoweringError(f"padding {pad} of N or C (legacy padding covers H and W)")
+    pad = ([0] * 4 + pad)[-4:]
+    mode = str(e.const_param(op, "mode"))
+    out_layout = spatial_layout(op.outputs[0], "pad output")
+    params = e.layer("padding", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    kind = getattr(params, _PAD_MODES[mode])
+    kind.SetInParent()
+    if mode == "constant":
+        kind.value = scalar(e.const_param(op, "constant_val"), "constant_val")
+    for start, end in ((pad[0], pad[1]), (pad[2], pad[3])):
+        edge = params.paddingAmounts.borderAmounts.add()
+        edge.startEdgeSize, edge.endEdgeSize = start, end
 
 
 def _inner_product(e: Rank5Emitter, op: Op, x: Value, weight: np.ndarray, bias: np.ndarray | None) -> None:
