@@ -315,6 +315,7 @@ def test_clip_silu_lrn_padding_reductions_and_window_forms(tmp_path: Path) -> No
             b.pad(x=x, pad=[0, 1, 2, 0], mode="constant", constant_val=np.float32(-2), name="padded"),
             b.reduce_sum(x=x, axes=[1], keep_dims=True, name="sum_c"),
             b.reduce_max(x=x, axes=[-1], keep_dims=False, name="max_w"),
+            b.reduce_min(x=x, axes=[2], keep_dims=True, name="min_h"),
             b.reduce_l2_norm(x=x, axes=[2, 3], keep_dims=True, name="l2_hw"),
             b.avg_pool(x=x, kernel_sizes=[2, 3], strides=[2, 2], pad_type="same",
                        exclude_padding_from_average=False, name="avg_same"),
@@ -329,7 +330,7 @@ def test_clip_silu_lrn_padding_reductions_and_window_forms(tmp_path: Path) -> No
     assert model.specificationVersion == 1
     # max_w: the reduce layer writes [3, 4, 1]; the [1, 3, 4] output is declared [C, H, W] = [1, 3, 4]
     assert dict(layer_kinds(out)) == {"unary": 4, "multiply": 4, "activation": 1, "lrn": 1, "padding": 2,
-                                      "reduce": 3, "pooling": 2, "bias": 1, "reshape": 1}
+                                      "reduce": 4, "pooling": 2, "bias": 1, "reshape": 1}
     assert _declared(model, "output")["max_w"] == [1, 3, 4]
     x = _rand(*shape, scale=2)
     got = _run(out, {"x": x[0]})
@@ -345,7 +346,7 @@ def test_clip_silu_lrn_padding_reductions_and_window_forms(tmp_path: Path) -> No
         "lrn": x / (1.5 + 0.4 / 3 * window) ** 0.6,
         "reflected": np.pad(x, [(0, 0), (0, 0), (2, 0), (1, 3)], mode="reflect"),
         "padded": np.pad(x, [(0, 0), (0, 0), (0, 1), (2, 0)], constant_values=-2),
-        "sum_c": x.sum(axis=1, keepdims=True), "max_w": x.max(axis=-1),
+        "sum_c": x.sum(axis=1, keepdims=True), "max_w": x.max(axis=-1), "min_h": x.min(axis=2, keepdims=True),
         "l2_hw": np.sqrt((x * x).sum(axis=(2, 3), keepdims=True)), "avg_same": avg, "max_lower": mx,
         "hw_bias": x + BIAS_HW,
     }
@@ -353,19 +354,19 @@ def test_clip_silu_lrn_padding_reductions_and_window_forms(tmp_path: Path) -> No
         assert_close(got[name], value[0], 1e-5)
 
 
-DW, DB = _rand(2, 3, 3, 2, scale=0.5), _rand(3)  # [C_in, C_out, kH, kW]
+DW, DB = _rand(2, 2, 3, 2, scale=0.5), _rand(4)  # [C_in, C_out / groups, kH, kW], 2 groups
 CW = _rand(2, 2, 2, 2)
-LW = _rand(4, 5 * 6 * 3)
+LW = _rand(4, 6 * 6 * 3)
 
 
 def test_deconvolution_concat_and_flatten_to_dense(tmp_path: Path) -> None:
-    """conv_transpose (stride 2, custom pads) of x [1, 2, 3, 2] -> [1, 3, 6, 3], concat along C with
-    a conv of u -> [1, 5, 6, 3] -> reshape to [1, 90] -> linear: a flatten layer (CHANNEL_FIRST)
-    feeds innerProduct."""
+    """conv_transpose (2 groups, stride 2, custom pads) of x [1, 2, 3, 2] -> [1, 4, 6, 3], concat
+    along C with a conv of u -> [1, 6, 6, 3] -> reshape to [1, 108] -> linear: a flatten layer
+    (CHANNEL_FIRST) feeds innerProduct."""
 
     def body(b, x, u):
-        d = b.conv_transpose(x=x, weight=DW, bias=DB, strides=[2, 2], pad_type="custom", pad=[1, 0, 0, 1],
-                             name="deconv")
+        d = b.conv_transpose(x=x, weight=DW, bias=DB, strides=[2, 2], groups=2, pad_type="custom",
+                             pad=[1, 0, 0, 1], name="deconv")
         c = b.conv(x=u, weight=CW, pad_type="valid", name="c")
         j = b.concat(values=[d, c], axis=1, name="joined")
         flat = b.reshape(x=j, shape=[1, -1], name="flat")
@@ -380,7 +381,7 @@ def test_deconvolution_concat_and_flatten_to_dense(tmp_path: Path) -> None:
     deconv = model.neuralNetwork.layers[0].convolution
     assert deconv.isDeconvolution and list(deconv.outputShape) == [6, 3]
     # the full (3 - 1) * 2 + 3 = 7 by (2 - 1) * 2 + 2 = 4 result, cropped by the pads (top 1, right 1)
-    d = F.conv_transpose2d(_t(x), _t(DW), _t(DB), stride=2)[:, :, 1:, :-1]
+    d = F.conv_transpose2d(_t(x), _t(DW), _t(DB), stride=2, groups=2)[:, :, 1:, :-1]
     j = torch.cat([d, F.conv2d(_t(u), _t(CW))], dim=1).numpy()
     got = _run(out, {"x": x[0], "u": u[0]})
     assert_close(got["joined"], j[0], 1e-5)
