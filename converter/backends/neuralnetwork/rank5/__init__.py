@@ -144,7 +144,7 @@ def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: lis
         if v in skip:
             continue
         try:
-            blob = e.get(v, natural(v))
+            blob = e.get(v, natural_layout(static_shape(v)))
         except LoweringError as err:
             problems.append(f"output '{v.name}': {err}")
             continue
@@ -172,9 +172,12 @@ def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
 
 
 def declared_shape(shape: list[int]) -> list[int]:
-    """The feature shape of an IR value in a rank-5 model: [C] or [C, H, W] (module docstring)."""
+    """The feature shape of an IR value in a rank-5 model: [C] or [C, H, W] (module docstring); an
+    output of another shape (a [513, 513] map) keeps its shape: Core ML gives the network's result
+    that shape when the element counts agree."""
     layout = natural_layout(shape)
-    assert layout is not None
+    if layout is None:
+        return list(shape)
     return [layout[0]] if len(shape) <= 2 else list(layout)
 
 

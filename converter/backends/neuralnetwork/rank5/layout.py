@@ -65,6 +65,17 @@ def spatial_layout(v: Value, what: str) -> Layout:
     return (shape[1], shape[2], shape[3])
 
 
+def chw_layout(v: Value, what: str) -> Layout:
+    """``(C, H, W)`` of an IR ``[.., C, H, W]`` value whose leading axes are 1 (an op on the last
+    two or three axes, whatever the rank)."""
+    shape = static_shape(v)
+    layout = natural_layout(shape)
+    if len(shape) < 3 or layout is None:
+        raise LoweringError(f"{what} '{v.name}' has shape {shape}; rank-5 layers take [.., C, H, W] with "
+                            f"leading axes of size 1")
+    return layout
+
+
 def vector_layout(v: Value, what: str) -> Layout:
     """``(C, 1, 1)`` of an IR ``[C]`` / ``[1, C]`` / ``[1, 1, C]`` value (features of a dense layer)."""
     shape = static_shape(v)
@@ -102,11 +113,9 @@ class Rank5Emitter(NetworkEmitter):
         return self.define(v)
 
     def alias(self, out: Value, v: Value) -> None:
-        """``out`` holds the same elements as ``v`` (a reshape of a batch-1 value): the same blob."""
-        shape = static_shape(out)
-        if natural_layout(shape) is None:
-            raise LoweringError(f"'{out.name}' has shape {shape}: a batch or sequence axis > 1 has no rank-5 form "
-                                f"in this backend")
+        """``out`` holds the same elements as ``v`` in the same order (a reshape): the same blob. A
+        shape with leading axes > 1 is fine here; a layer that gives axes a meaning checks it."""
+        static_shape(out)
         blob = self.get(v)
         self.bind(out, blob)
         self.layouts[out] = self.layouts[v]

@@ -23,6 +23,7 @@ from .layout import (
     Layout,
     Rank5Emitter,
     channel_layout,
+    chw_layout,
     natural_layout,
     op_value,
     spatial_layout,
@@ -66,9 +67,43 @@ def _same_elements(e: Rank5Emitter, op: Op) -> None:
 
 @rank5("cast")
 def _cast(e: Rank5Emitter, op: Op) -> None:
-    if str(e.const_param(op, "dtype")) not in ("fp16", "fp32"):
+    """A cast to a float type, or to an integer type of a value that holds integers (an index from
+    argmax, say): the same blob (blobs hold fp32; Core ML converts an INT32 output feature)."""
+    x = _x(op)
+    if str(e.const_param(op, "dtype")) not in ("fp16", "fp32") and not _integral(x):
         raise LoweringError("a cast to a non-float type (rank-5 blobs hold floats; no legacy rounding layer)")
-    e.alias(op.outputs[0], _x(op))
+    e.alias(op.outputs[0], x)
+
+
+def _integral(v: Value) -> bool:
+    """Whether ``v`` holds whole numbers: an int or bool value, or a float cast or reshape of one."""
+    while True:
+        dtype = getattr(v.type, "dtype", None)
+        if dtype is not None and dtype.name.startswith(("int", "uint", "bool")):
+            return True
+        op = v.producer
+        if op is None or op.type not in ("cast", "reshape", "squeeze", "expand_dims", "identity"):
+            return False
+        v = _x(op)
+
+
+@rank5("transpose")
+def _transpose(e: Rank5Emitter, op: Op) -> None:
+    """``permute`` of C, H, W of a value whose leading axes are 1 (Seq stays axis 0)."""
+    x = _x(op)
+    shape = static_shape(x)
+    perm = [int(a) % len(shape) for a in np.asarray(e.const_param(op, "perm")).reshape(-1)]
+    rank = len(shape)
+    lead = rank - 3
+    layout = chw_layout(x, "transpose input")
+    moved = [a for i, a in enumerate(perm) if a != i]
+    if any(a < lead and shape[a] != 1 for a in moved) or any(perm[i] < lead for i in range(lead, rank)):
+        raise LoweringError(f"transpose {perm} of shape {shape} moves a leading axis (legacy permute reorders "
+                            f"C, H and W)")
+    axes = [perm[i] - lead for i in range(lead, rank)]  # the order of C, H, W
+    out_layout = tuple(layout[a] for a in axes)
+    params = e.layer("permute", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    params.axis.extend([0] + [a + 1 for a in axes])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -360,17 +395,42 @@ def _pool(e: Rank5Emitter, op: Op) -> None:
     x = _x(op)
     layout = spatial_layout(x, "pooling input")
     out_layout = spatial_layout(op.outputs[0], "pooling output")
-    if bool(np.asarray(e.const_param(op, "ceil_mode")).reshape(-1)[0]):
-        raise LoweringError("ceil_mode pooling (the legacy includeLastPixel windows differ from MIL's)")
-    params = e.layer("pooling", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
-    params.type = _POOL[op.type]
     kernel = _pairs(e.const_param(op, "kernel_sizes"), "kernel_sizes")
     strides = _pairs(e.const_param(op, "strides"), "strides")
+    ceil = bool(np.asarray(e.const_param(op, "ceil_mode")).reshape(-1)[0])
+    amounts = _include_last_pixel(e, op, layout, out_layout, kernel, strides) if ceil else None
+    params = e.layer("pooling", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    params.type = _POOL[op.type]
     params.kernelSize.extend(kernel)
     params.stride.extend(strides)
-    _set_padding(e, op, params, kernel, strides, [1, 1])
+    if amounts is not None:
+        params.includeLastPixel.paddingAmounts.extend(amounts)
+    else:
+        _set_padding(e, op, params, kernel, strides, [1, 1])
     if op.type == "avg_pool":
         params.avgPoolExcludePadding = bool(np.asarray(e.const_param(op, "exclude_padding_from_average")).reshape(-1)[0])
+
+
+def _include_last_pixel(e: Rank5Emitter, op: Op, layout: Layout, out_layout: Layout, kernel: list[int],
+                        strides: list[int]) -> list[int]:
+    """The [H, W] padding of ``includeLastPixel`` pooling for MIL's ceil_mode pooling with valid or
+    symmetric custom padding: Caffe's windows, ``ceil((D + 2p - K) / s) + 1`` of them, the last one
+    dropped when it starts past ``D + p`` while either axis is padded (MIL drops it per padded axis:
+    the output sizes must agree). Averages never count the ceil-mode overhang in either."""
+    pad_type = str(e.const_param(op, "pad_type"))
+    pad = [int(d) for d in np.asarray(e.const_param(op, "pad")).reshape(-1)] if pad_type == "custom" else [0] * 4
+    if pad_type not in ("valid", "custom") or pad[0] != pad[1] or pad[2] != pad[3]:
+        raise LoweringError(f"ceil_mode pooling with {pad_type} padding {pad} (legacy ceil-mode pooling, "
+                            f"includeLastPixel, pads symmetrically)")
+    amounts = [pad[0], pad[2]]
+    for n, k, s, p, want in zip(layout[1:], kernel, strides, amounts, out_layout[1:]):
+        out = -(-(n + 2 * p - k) // s) + 1
+        if any(amounts) and (out - 1) * s >= n + p:
+            out -= 1
+        if out != want:
+            raise LoweringError(f"ceil_mode pooling whose output size {want} differs from the legacy "
+                                f"includeLastPixel size {out}")
+    return amounts
 
 
 _REDUCE = {"reduce_sum": "SUM", "reduce_mean": "AVG", "reduce_prod": "PROD", "reduce_sum_square": "SUMSQUARE",
@@ -412,6 +472,23 @@ def _reduce(e: Rank5Emitter, op: Op) -> None:
     params.axis = nn.ReduceLayerParams.ReduceAxis.Value(_REDUCE_AXES[frozenset(picked)])
 
 
+@rank5("reduce_argmax")
+def _argmax(e: Rank5Emitter, op: Op) -> None:
+    """``reduce`` ARGMAX along C, H or W: the index of the first maximum, as a float."""
+    x = _x(op)
+    shape = static_shape(x)
+    rank = len(shape)
+    layout = channel_layout(x, -3, op.type) if rank >= 3 else vector_layout(x, f"{op.type} input")
+    axis = int(np.asarray(e.const_param(op, "axis")).reshape(())) % rank
+    names = {rank - 3: "C", rank - 2: "H", rank - 1: "W"} if rank >= 3 else {rank - 1: "C"}
+    if axis not in names:
+        raise LoweringError(f"{op.type} along axis {axis} of shape {shape}: legacy ARGMAX covers C, H or W")
+    out_layout = tuple(1 if n == names[axis] else d for n, d in zip("CHW", layout))
+    params = e.layer("reduce", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+    params.mode = nn.ReduceLayerParams.ARGMAX
+    params.axis = nn.ReduceLayerParams.ReduceAxis.Value(names[axis])
+
+
 # ---------------------------------------------------------------------------------------------
 # normalization, dense, softmax, concat
 
@@ -436,7 +513,7 @@ def _batch_norm(e: Rank5Emitter, op: Op) -> None:
 def _lrn(e: Rank5Emitter, op: Op) -> None:
     """``lrn``: x / (k + alpha / size * sum of squares over ``size`` channels) ** beta, as MIL's."""
     x = _x(op)
-    layout = spatial_layout(x, "local_response_norm input")
+    layout = chw_layout(x, "local_response_norm input")
     params = e.layer("lrn", op.name, [e.get(x, layout)], [e.put(op.outputs[0], layout)])
     params.localSize = int(np.asarray(e.const_param(op, "size")).reshape(()))
     params.alpha = scalar(e.const_param(op, "alpha"), "alpha")
@@ -453,13 +530,13 @@ _PAD_MODES = {"constant": "constant", "reflect": "reflection", "replicate": "rep
 def _pad(e: Rank5Emitter, op: Op) -> None:
     """``padding`` of H and W (constant, reflection, replication) of a [1, C, H, W] value."""
     x = _x(op)
-    layout = spatial_layout(x, "pad input")
+    layout = chw_layout(x, "pad input")
     pad = [int(d) for d in np.asarray(e.const_param(op, "pad")).reshape(-1)]
     if len(pad) > 4 and any(pad[:-4]):
         raise LoweringError(f"padding {pad} of N or C (legacy padding covers H and W)")
-    pad = ([0] * 4 + pad)[-4:]
+    pad = ([0] * 4 + pad)[-4:]  # MIL pads the last len(pad) / 2 axes
     mode = str(e.const_param(op, "mode"))
-    out_layout = spatial_layout(op.outputs[0], "pad output")
+    out_layout = chw_layout(op.outputs[0], "pad output")
     params = e.layer("padding", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
     kind = getattr(params, _PAD_MODES[mode])
     kind.SetInParent()
@@ -546,12 +623,12 @@ def natural(v: Value) -> Layout:
 def _upsample(e: Rank5Emitter, op: Op) -> None:
     """``upsample`` (NN mode) by integer factors: every pixel repeated (all nearest rules agree)."""
     x = _x(op)
-    layout = spatial_layout(x, "upsample input")
+    layout = chw_layout(x, "upsample input")
     factors = [float(np.asarray(e.const_param(op, k)).reshape(())) for k in ("scale_factor_height",
                                                                              "scale_factor_width")]
     if any(f != int(f) or f < 1 for f in factors):
         raise LoweringError(f"upsampling by {factors} (fractional factors need specification version 5)")
-    out_layout = spatial_layout(op.outputs[0], "upsample output")
+    out_layout = chw_layout(op.outputs[0], "upsample output")
     params = e.layer("upsample", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
     params.scalingFactor.extend(int(f) for f in factors)
     params.mode = nn.UpsampleLayerParams.NN
@@ -567,11 +644,18 @@ def _resize_bilinear(e: Rank5Emitter, op: Op) -> None:
     """``resizeBilinear`` (specification version 3, iOS 12): MIL's sampling modes are the layer's
     SamplingMode methods, but UNALIGN_CORNERS (half-pixel centres), which it does not have."""
     x = _x(op)
-    layout = spatial_layout(x, "resize_bilinear input")
+    layout = chw_layout(x, "resize_bilinear input")
     mode = str(e.const_param(op, "sampling_mode"))
+    out_layout = chw_layout(op.outputs[0], "resize_bilinear output")
+    factors = [o // i for o, i in zip(out_layout[1:], layout[1:])]
+    if mode == "DEFAULT" and all(f >= 1 and f * i == o for f, i, o in zip(factors, layout[1:], out_layout[1:])):
+        # integer factors: upsample BILINEAR in DEFAULT mode samples i * in / out from 0 (version 1)
+        params = e.layer("upsample", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
+        params.scalingFactor.extend(factors)
+        params.mode = nn.UpsampleLayerParams.BILINEAR
+        return
     if mode not in _SAMPLING:
         raise LoweringError(f"sampling_mode {mode} (resizeBilinear has no half-pixel-centre mode)")
-    out_layout = spatial_layout(op.outputs[0], "resize_bilinear output")
     params = e.layer("resizeBilinear", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
     params.targetSize.extend(out_layout[1:])
     params.mode.samplingMethod = _SAMPLING[mode]
