@@ -388,13 +388,58 @@ def test_deconvolution_concat_and_flatten_to_dense(tmp_path: Path) -> None:
     assert_close(got["dense"], (j.reshape(1, -1) @ LW.T)[0], 1e-5)
 
 
+PW = _rand(3, 60)
+
+
+def test_permute_ceil_mode_pooling_argmax_and_bilinear_upsample(tmp_path: Path) -> None:
+    """transpose of C, H, W -> permute; ceil_mode pooling -> includeLastPixel; argmax along C ->
+    reduce ARGMAX, its int32 [4, 5] result declared [4, 5]; resize_bilinear DEFAULT by integer
+    factors -> upsample BILINEAR (version 1, not resizeBilinear's 3)."""
+
+    def body(b, x):
+        hwc = b.transpose(x=x, perm=[0, 2, 3, 1], name="hwc")
+        dense = b.linear(x=b.reshape(x=hwc, shape=[1, 60], name="flat_hwc"), weight=PW, name="dense")
+        mx = b.max_pool(x=x, kernel_sizes=[3, 2], strides=[2, 2], pad_type="valid", ceil_mode=True, name="mx")
+        av = b.avg_pool(x=x, kernel_sizes=[3, 3], strides=[2, 2], pad_type="custom", pad=[1, 1, 1, 1],
+                        ceil_mode=True, exclude_padding_from_average=False, name="av")
+        idx = b.reduce_argmax(x=x, axis=1, keep_dims=False, name="idx")
+        up = b.resize_bilinear(x=x, target_size_height=8, target_size_width=15, sampling_mode="DEFAULT", name="up")
+        return [dense, mx, av, b.reshape(x=idx, shape=[4, 5], name="classes"), up]
+
+    prog = new_program([("x", TensorType(fp32, (1, 3, 4, 5)))], body)
+    out = tmp_path / "misc2.mlmodel"
+    model, _ = _write(prog, out, target="iOS11")
+    assert model.specificationVersion == 1
+    assert dict(layer_kinds(out)) == {"permute": 1, "flatten": 1, "innerProduct": 1, "pooling": 2, "reduce": 1,
+                                      "upsample": 1}
+    assert _declared(model, "output")["classes"] == [4, 5]
+    pools = [layer.pooling for layer in model.neuralNetwork.layers if layer.WhichOneof("layer") == "pooling"]
+    assert [list(p.includeLastPixel.paddingAmounts) for p in pools] == [[0, 0], [1, 1]]
+    x = _rand(1, 3, 4, 5)
+    got = _run(out, {"x": x[0]})
+    assert_close(got["dense"], (x.transpose(0, 2, 3, 1).reshape(1, 60) @ PW.T)[0], 1e-5)
+    assert_close(got["mx"], F.max_pool2d(_t(x), (3, 2), 2, ceil_mode=True).numpy()[0], 1e-6)
+    want_av = F.avg_pool2d(_t(x), 3, 2, padding=1, ceil_mode=True, count_include_pad=True).numpy()
+    assert_close(got["av"], want_av[0], 1e-6)
+    assert got["classes"].dtype == np.int32 and got["classes"].tolist() == np.argmax(x[0], axis=0).tolist()
+
+    def default_grid(n: int, m: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        pos = np.minimum(np.arange(m) * n / m, n - 1)  # DEFAULT: i * in / out from 0
+        lo = np.floor(pos).astype(int)
+        return lo, np.minimum(lo + 1, n - 1), pos - lo
+
+    (h0, h1, fh), (w0, w1, fw) = default_grid(4, 8), default_grid(5, 15)
+    rows = x[0][:, h0] * (1 - fh)[:, None] + x[0][:, h1] * fh[:, None]
+    assert_close(got["up"], rows[:, :, w0] * (1 - fw) + rows[:, :, w1] * fw, 1e-5)
+
+
 # ---------------------------------------------------------------------------------------------
 # refusal
 
 
 def test_every_op_needing_version_4_is_named_and_nothing_is_written(tmp_path: Path) -> None:
     def body(b, x, w):
-        t = b.transpose(x=x, perm=[0, 1, 3, 2], name="swap_hw")
+        t = b.matmul(x=x, y=x, name="xx")
         c = b.conv(x=x, weight=w, pad_type="valid", name="dyn_conv")
         s = b.softmax(x=b.relu(x=x, name="fine"), axis=-1, name="row_softmax")
         return [t, c, s]
@@ -406,7 +451,7 @@ def test_every_op_needing_version_4_is_named_and_nothing_is_written(tmp_path: Pa
     message = str(info.value)
     assert "3 ops and 1 feature have no legacy rank-5 form" in message and "version 4" in message
     assert "input 'w': 'w' of shape [3, 2, 1, 1] has a batch axis > 1" in message
-    assert "transpose 'swap_hw': no legacy (rank-5) layer" in message
+    assert "matmul 'xx': matmul of a run-time or batched right operand" in message
     assert "conv 'dyn_conv': conv with a run-time weight" in message
     assert "softmax 'row_softmax': softmax along axis -1 of shape [1, 2, 4, 4]" in message
     assert "'fine'" not in message
