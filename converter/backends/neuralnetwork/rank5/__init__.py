@@ -10,8 +10,11 @@ lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional ba
   interface (a program input ``[1, 3, 224, 224]`` becomes ``[3, 224, 224]``) a ConversionWarning
   says so.
 - Version: the lowest that has everything used: 1; 2 when a weight is fp16 (``float16Value``);
-  3 for ``resizeBilinear`` / ``cropResize`` layers (none is written yet: see the table) or
-  quantized weights (compressed weights are expanded by the backend's preparation, so none yet).
+  3 for a ``resizeBilinear`` layer (the versions come from the layer table in versions.py and
+  `Rank5Emitter.weights`). Quantized weights would need 3, but none are written: the backend's
+  preparation expands compressed weights (constexpr ops) into fp32 constants.
+- Features: an output that has no [C] / [C, H, W] form (a [513, 513] map) is declared in its own
+  shape, which Core ML gives the network's result when the element counts agree.
 - Refusal: every op with no rank-5 form is named, with why, in one UnsupportedError.
 """
 

@@ -1,12 +1,15 @@
-"""The rank-5 lowering table: IR ops that legacy layers (specification version 1) compute exactly,
-on batch-1 values (see layout.py).
+"""The rank-5 lowering table: IR ops that legacy layers (specification versions 1-3) compute
+exactly, on values whose leading (batch, sequence) axes are 1 (see layout.py).
 
-Covered: conv / conv_transpose (constant weights), max/avg/l2 pooling, reductions over C, H, W
-(global pooling for max/mean over H and W), batch_norm, linear / matmul with a constant matrix
-(innerProduct), the activation kinds and unary functions, add/sub/mul/div with constants (alpha,
-``bias``, ``scale``) and add/mul/sub/max/min of equal shapes, concat and softmax along C, and
-reshape / squeeze / expand_dims / identity / float casts (no layer: the same blob). Anything else
-raises LoweringError with why, and the backend lists every such op in one error.
+Covered: conv / conv_transpose (constant weights), max/avg/l2 pooling (ceil_mode as
+includeLastPixel where the sizes agree), reductions and argmax along C, H, W (global pooling for
+max/mean over H and W), batch_norm, lrn, linear / matmul with a constant matrix (innerProduct), the
+activation kinds, prelu, unary functions, clip/relu6 and silu (decomposed), add/sub/mul/div with
+constants (alpha, ``bias``, ``scale``) and add/sub/mul/max/min of equal shapes, concat, softmax
+along C, transpose of C/H/W (permute), padding, nearest and bilinear upsampling (resizeBilinear,
+version 3, when the factors are not integers or the sampling is not DEFAULT), and reshape /
+squeeze / expand_dims / identity / casts (no layer: the same blob). Anything else raises
+LoweringError with why, and the backend lists every such op in one error.
 """
 
 from __future__ import annotations
