@@ -362,9 +362,11 @@ def _conv(e: Rank5Emitter, op: Op) -> None:
 
 @rank5("conv_transpose")
 def _conv_transpose(e: Rank5Emitter, op: Op) -> None:
-    """Deconvolution: weights [C_in, C_out / groups, kH, kW] (MIL's layout is the layer's);
-    ``outputShape`` is always written, with the crop before each axis as valid padding amounts
-    and the rest of the full ``(D - 1) * s + K`` result cut at the end."""
+    """Deconvolution: weights [C_in, C_out / groups, kH, kW] (MIL's layout is the layer's). The
+    crop of the full ``(D - 1) * s + K`` result is written as ValidPadding amounts (before, after),
+    whose output size ``(D - 1) * s + K - before - after`` is the op's; ``outputShape`` is not
+    written: the spec says the padding is ignored when it is set, so where the crop falls would be
+    up to the runtime (onnxmltools then centres it)."""
     x, layout, out_layout, weight, bias, groups, params = _conv_common(e, op, "conv_transpose")
     if _pairs(e.const_param(op, "dilations"), "dilations") != [1, 1]:
         raise LoweringError("a dilated conv_transpose (the legacy deconvolution ignores dilation)")
@@ -382,7 +384,6 @@ def _conv_transpose(e: Rank5Emitter, op: Op) -> None:
                                 f"{(n - 1) * s + int(k)} minus the padding (no legacy form)")
         edge = params.valid.paddingAmounts.borderAmounts.add()
         edge.startEdgeSize, edge.endEdgeSize = before, excess - before
-    params.outputShape.extend(out_layout[1:])
     e.weights(params.weights, weight)
     if bias is not None:
         params.hasBias = True
