@@ -501,8 +501,30 @@ REFUSED = {  # model -> words of the refusal
 
 
 def _feeds(prog, seed: int = 0) -> dict:
+    """Random feeds in the declared form: arrays in [-1, 1], images as H x W x 3 (or H x W) uint8."""
     rng = np.random.default_rng(seed)
-    return {v.name: rng.uniform(-1, 1, [int(d) for d in v.type.shape]).astype(np.float32) for v in prog.main.inputs}
+    feeds: dict = {}
+    for v in prog.main.inputs:
+        shape = [int(d) for d in v.type.shape]
+        info = prog.main.input_info.get(v.name)
+        ft = desc.feature_from_bytes(info.feature_type) if info is not None else None
+        if ft is not None and desc.feature_kind(ft) == "imageType":
+            hw = tuple(shape[-2:]) + ((3,) if shape[-3] == 3 else ())
+            feeds[v.name] = rng.integers(0, 256, hw, dtype=np.uint8)
+        else:
+            feeds[v.name] = rng.uniform(-1, 1, shape).astype(np.float32)
+    return feeds
+
+
+def _same_outputs(want: dict, got: dict) -> None:
+    for key, value in want.items():
+        if isinstance(value, dict):
+            assert got[key].keys() == value.keys()
+            assert_close([got[key][k] for k in value], list(value.values()), 1e-5)
+        elif np.asarray(value).dtype.kind in "fc":
+            assert_close(got[key], value, 1e-5)
+        else:
+            assert np.array_equal(got[key], value)
 
 
 @pytest.mark.parametrize("name", sorted(CONVERTED))
@@ -522,17 +544,7 @@ def test_shared_builder_model_converts_to_rank5(name: str, tmp_path: Path) -> No
         recorded = desc.feature_from_bytes(source.main.input_info[mine.name].feature_type)
         assert mine.type == recorded
     feeds = _feeds(source)
-    if name == "image_classifier_preprocessed":
-        feeds = {"image": np.random.default_rng(1).integers(0, 256, (20, 20, 3), dtype=np.uint8)}
-    want, got = converter.run(source, feeds), _run(out, feeds)
-    for key, value in want.items():
-        if isinstance(value, dict):
-            assert got[key].keys() == value.keys()
-            assert_close([got[key][k] for k in value], list(value.values()), 1e-5)
-        elif np.asarray(value).dtype.kind in "fc":
-            assert_close(got[key], value, 1e-5)
-        else:
-            assert got[key] == value
+    _same_outputs(converter.run(source, feeds), _run(out, feeds))
 
 
 @pytest.mark.parametrize("name", sorted(REFUSED))
@@ -546,3 +558,27 @@ def test_shared_builder_model_refused_with_every_reason(name: str, tmp_path: Pat
     for words in REFUSED[name]:
         assert words in str(info.value)
     assert not out.exists()
+
+
+REAL = SHARED.parent / "real"
+REAL_CONVERTED = {  # real models -> (the version of the rank-5 model, the layer kinds that matter)
+    "c3284a54_MNIST": (1, {"permute", "flatten", "innerProduct"}),  # Keras CHANNEL_LAST flatten
+    "68e94b94_keras2coreml_Dense_ImageNet_small": (1, {"permute", "flatten"}),
+    "7485461f_SqueezeNetFP16": (1, {"pooling", "concat"}),  # ceil-mode pooling (includeLastPixel)
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_CONVERTED))
+def test_real_models_convert_to_rank5(name: str, tmp_path: Path) -> None:
+    """A round trip (source vs rank-5 model, both run by us): the layers the legacy forms need."""
+    src = REAL / f"{name}.mlmodel"
+    if not src.exists():
+        pytest.skip("shared models not present")
+    out = tmp_path / f"{name}.mlmodel"
+    converter.convert(src, to="neuralnetwork", out=out, target="iOS12", overwrite=True)
+    version, kinds = REAL_CONVERTED[name]
+    assert read_model_file(out).model.specificationVersion == version
+    assert kinds <= set(layer_kinds(out))
+    source = converter.load(src)
+    feeds = _feeds(source)
+    _same_outputs(converter.run(source, feeds), _run(out, feeds))
