@@ -404,6 +404,35 @@ def test_deconvolution_concat_and_flatten_to_dense(tmp_path: Path) -> None:
     assert_close(got["dense"], (j.reshape(1, -1) @ LW.T)[0], 1e-5)
 
 
+SE1, SE2 = _rand(2, 4), _rand(4, 2)
+
+
+def test_squeeze_excitation_gate_broadcasts_over_h_and_w(tmp_path: Path) -> None:
+    """x * sigmoid(fc(relu(fc(mean_hw(x))))) with the [1, C, 1, 1] gate second, and a [1, 1, H, W]
+    map added first: multiply / add layers broadcasting the smaller blob (its shape [C, 1, 1] /
+    [1, H, W]), the [C, H, W] input first."""
+
+    def body(b, x, m):
+        g = b.reduce_mean(x=x, axes=[2, 3], keep_dims=False, name="squeeze")
+        g = b.sigmoid(x=b.linear(x=b.relu(x=b.linear(x=g, weight=SE1, name="fc1"), name="r"), weight=SE2,
+                                 name="fc2"), name="gate")
+        gated = b.mul(x=x, y=b.reshape(x=g, shape=[1, 4, 1, 1], name="gate4"), name="gated")
+        return [b.add(x=m, y=gated, name="y")]
+
+    prog = new_program([("x", TensorType(fp32, (1, 4, 3, 5))), ("m", TensorType(fp32, (1, 1, 3, 5)))], body)
+    out = tmp_path / "se.mlmodel"
+    model, _ = _write(prog, out, target="iOS12")
+    assert model.specificationVersion == 1
+    layers = {layer.name: layer for layer in model.neuralNetwork.layers}
+    assert list(layers["gated"].input) == ["x", "gate"] and list(layers["y"].input)[1] == "m"
+    x, m = _rand(1, 4, 3, 5), _rand(1, 1, 3, 5)
+    got = _run(out, {"x": x[0], "m": m[0]})
+    _onnxruntime_agrees(out, {"x": x[0], "m": m[0]}, got, ["y"])
+    h = np.maximum(x.mean(axis=(2, 3)) @ SE1.T, 0) @ SE2.T
+    want = m + x * (1 / (1 + np.exp(-h))).reshape(1, 4, 1, 1)
+    assert_close(got["y"], want[0], 1e-5)
+
+
 PW = _rand(3, 60)
 
 

@@ -280,7 +280,10 @@ def _binary(e: Rank5Emitter, op: Op) -> None:
     x, y = _x(op), _x(op, "y")
     sx, sy = static_shape(x), static_shape(y)
     if sx != sy:
-        raise LoweringError(f"operands of shapes {sx} and {sy}: legacy elementwise layers need equal shapes here")
+        if op.type in ("add", "mul"):
+            _broadcast(e, op, x, y)
+            return
+        raise LoweringError(f"operands of shapes {sx} and {sy}: legacy {op.type} layers need equal shapes")
     if op.type == "real_div":
         raise LoweringError("division of two run-time values (legacy layers have no exact divide)")
     _float_tensor(x)
@@ -292,6 +295,28 @@ def _binary(e: Rank5Emitter, op: Op) -> None:
         by = neg
     kind = "add" if op.type == "sub" else _TWO_BLOBS[op.type]
     e.layer(kind, op.name, [bx, by], [e.put(op.outputs[0], layout)])
+
+
+def _broadcast(e: Rank5Emitter, op: Op, x: Value, y: Value) -> None:
+    """add / multiply of a [C, H, W] blob and one of shape [C], [1, H, W] or [1] (the legacy
+    layers' broadcasting: the output has the first input's shape), e.g. a squeeze-excitation
+    block's per-channel gate."""
+    out = static_shape(op.outputs[0])
+    big, small = (x, y) if static_shape(x) == out else (y, x)
+    layout = natural_layout(out)
+    if static_shape(big) != out or layout is None:
+        raise LoweringError(f"operands of shapes {static_shape(x)} and {static_shape(y)}: legacy layers "
+                            f"broadcast [C], [1, H, W] or [1] onto [C, H, W] only")
+    shape = static_shape(small)
+    padded = [1] * (len(out) - len(shape)) + shape
+    tail = tuple(([1, 1] + padded)[-3:]) if len(out) >= 3 else (padded[-1], 1, 1)
+    forms = {layout, (layout[0], 1, 1), (1, layout[1], layout[2]), (1, 1, 1)}
+    if len(padded) != len(out) or any(d != 1 for d in padded[:-3]) or tail not in forms:
+        raise LoweringError(f"operands of shapes {static_shape(x)} and {static_shape(y)}: legacy layers "
+                            f"broadcast [C], [1, H, W] or [1] onto [C, H, W] only")
+    _float_tensor(big)
+    blobs = [e.get(big, layout), e.get(small, tail)]  # type: ignore[arg-type]
+    e.layer(_TWO_BLOBS[op.type], op.name, blobs, [e.put(op.outputs[0], layout)])
 
 
 # ---------------------------------------------------------------------------------------------
