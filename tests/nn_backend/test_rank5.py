@@ -29,7 +29,7 @@ from converter.formats.model_file import read_model_file
 from converter.formats.proto import NeuralNetwork_pb2 as nn
 from converter.ir.builder import new_program
 from converter.ir.runtime import ListValue
-from converter.ir.types import TensorType, fp32, string
+from converter.ir.types import TensorType, fp16, fp32, string
 
 from .helpers import assert_close, layer_kinds
 
@@ -507,6 +507,15 @@ def test_every_op_needing_version_4_is_named_and_nothing_is_written(tmp_path: Pa
     # the ND backend still writes both (version 4)
     model, _ = _write(batched, tmp_path / "nd.mlmodel", target="iOS13")
     assert model.specificationVersion == 4
+
+
+def test_fp16_features_are_refused_with_their_version_and_no_warning(tmp_path: Path) -> None:
+    prog = new_program([("x", TensorType(fp16, (1, 3)))], lambda b, x: [b.relu(x=x, name="y")])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ConversionWarning)
+        with pytest.raises(UnsupportedError, match=r"input 'x' of type tensor<fp16, \[1, 3\]> \(version 7\)"):
+            converter.convert(prog, to="neuralnetwork", out=tmp_path / "f16.mlmodel", target="iOS12")
+    assert not [w for w in caught if issubclass(w.category, ConversionWarning)]  # no note: nothing written
 
 
 # ---------------------------------------------------------------------------------------------

@@ -54,11 +54,13 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
                                f"version 4 or later, the N-dimensional layers): " + "; ".join(problems), file=source)
     d = model.description
     recorded_metadata(prog, d)
+    notes: list[str] = []
+    for what, values, infos, feats in (("input", fn.inputs, fn.input_info, d.input),
+                                       ("output", fn.outputs, fn.output_info, d.output)):
+        for v in values:
+            version = _describe(v, infos.get(v.name), feats.add(), what, notes)
+            state.need(version, f"{what} '{v.name}' of type {v.type}")
     need = state.spec_version
-    for v in fn.inputs:
-        need = max(need, _describe(v, fn.input_info.get(v.name), d.input.add(), "input"))
-    for v in fn.outputs:
-        need = max(need, _describe(v, fn.output_info.get(v.name), d.output.add(), "output"))
     if classifier is not None:
         set_class_labels(network, classifier.labels)
         network.labelProbabilityLayerName = classifier.probabilities
@@ -68,11 +70,13 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
             d.predictedProbabilitiesName = classifier.probability_output
     if need > floor:
         reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
-                   for why in whys] or [f"the model's features (version {need})"]
+                   for why in whys]
         raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
                                + "; ".join(reasons), file=source)
     model.specificationVersion = need
     model.isUpdatable = False
+    for note in notes:
+        warnings.warn(ConversionWarning(note), stacklevel=4)
     return model, state.payloads
 
 
@@ -187,8 +191,10 @@ def declared_shape(shape: list[int]) -> list[int]:
 _ARRAY_DTYPES = ("fp16", "fp32", "fp64", "int32")
 
 
-def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescription, what: str) -> int:
-    """A feature of the rank-5 model; warns when its declared shape differs from the program's."""
+def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescription, what: str,
+              notes: list[str]) -> int:
+    """A feature of the rank-5 model (``notes``: when its declared shape differs from the program's);
+    the specification version it needs."""
     t = v.type
     if not isinstance(t, TensorType) or t.dtype.name not in _ARRAY_DTYPES:
         return describe_feature(info, v.name, t, out)
@@ -198,9 +204,8 @@ def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescript
     shape = static_shape(v)
     declared = declared_shape(shape)
     if declared != shape:
-        warnings.warn(ConversionWarning(
-            f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 (iOS 11/12) "
-            f"model have no batch axis"), stacklevel=5)
+        notes.append(f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 "
+                     f"(iOS 11/12) model have no batch axis")
     return describe_feature(info, v.name, TensorType(t.dtype, tuple(declared)), out)
 
 
