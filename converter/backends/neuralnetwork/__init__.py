@@ -5,7 +5,8 @@ cannot run ML programs (iOS 11-14, macOS 10.13-10.15).
   ``classify`` op: its labels and probability blob). Layers use the N-dimensional semantics of
   specification version 4 (EXACT_ARRAY_MAPPING, RANK4_IMAGE_MAPPING); the model's version is the
   lowest that has every layer and feature used. ``target``/``spec_version`` set a device floor: a
-  model that would need a later version is refused with every layer that needs it.
+  model that would need a later version is refused with every layer that needs it. A floor below
+  version 4 (iOS 11/12) writes legacy rank-5 layers instead (rank5/).
 - The description keeps the source's features (names, images with their colour space, flexible
   shapes, doc strings, metadata); image preprocessing that a frontend wrote as ops at an image
   input (scale, per-channel bias) becomes the network's ``NeuralNetworkImageScaler`` again.
@@ -55,10 +56,6 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     """The Model proto of ``program`` as a NeuralNetwork, and the weight payloads to splice into it
     when writing (see `NetworkEmitter.weights`)."""
     floor = target_version(target, spec_version)
-    if floor is not None and floor < ND_VERSION:
-        raise UnsupportedError(f"NeuralNetwork models for specification version {floor} (legacy rank-5 layers) are "
-                               f"not written yet; the lowest version this backend writes is {ND_VERSION} (iOS13)",
-                               file=source)
     prog = prepare_program(program)
     if len(prog.functions) > 1:
         raise UnsupportedError(f"the program has {len(prog.functions)} functions; a NeuralNetwork model has one "
@@ -66,6 +63,10 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     fn = prog.main
     if any(isinstance(v.type, StateType) for v in fn.inputs):
         raise UnsupportedError("the program has state inputs (iOS18); NeuralNetwork models have no state", file=source)
+    if floor is not None and floor < ND_VERSION:  # iOS 11/12: legacy rank-5 layers, a mode of its own
+        from .rank5 import rank5_model
+
+        return rank5_model(prog, floor, source=source)
     model = Model_pb2.Model()
     is_classifier = any(op.type == "classify" for op in fn.block.ops)
     network = model.neuralNetworkClassifier if is_classifier else model.neuralNetwork

@@ -1,0 +1,212 @@
+"""Legacy NeuralNetwork models for iOS 11 / 12 (specification versions 1-3): rank-5 layers.
+
+Before specification version 4 every blob is ``[Seq, Batch, C, H, W]`` and features are declared
+``[C]`` or ``[C, H, W]`` (RANK5_ARRAY_MAPPING, RANK5_IMAGE_MAPPING). This mode writes the programs
+old devices run — CNN and MLP classifiers and regressors on one example (batch 1) — with its own
+lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional backend is not used.
+
+- Features: an IR value ``[C]`` / ``[1, C]`` is declared ``[C]``, ``[C, H, W]`` / ``[1, C, H, W]`` /
+  ``[1, 1, C, H, W]`` is declared ``[C, H, W]``; images stay images. When that changes the
+  interface (a program input ``[1, 3, 224, 224]`` becomes ``[3, 224, 224]``) a ConversionWarning
+  says so.
+- Version: the lowest that has everything used: 1; 2 when a weight is fp16 (``float16Value``);
+  3 for a ``resizeBilinear`` layer (the versions come from the layer table in versions.py and
+  `Rank5Emitter.weights`). Quantized weights would need 3, but none are written: the backend's
+  preparation expands compressed weights (constexpr ops) into fp32 constants.
+- Features: an output that has no [C] / [C, H, W] form (a [513, 513] map) is declared in its own
+  shape, which Core ML gives the network's result when the element counts agree.
+- Refusal: every op with no rank-5 form is named, with why, in one UnsupportedError.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+
+from ....errors import ConversionWarning, LoweringError, UnsupportedError
+from ....formats import description as desc
+from ....formats.proto import Model_pb2, NeuralNetwork_pb2
+from ....ir.core import FeatureInfo, Function, Program, Value
+from ....ir.types import TensorType
+from ...features import describe_feature, recorded_metadata
+from ..emitter import ModelState
+from ..network import Classifier, _image_preprocessing, set_class_labels
+from .layout import Rank5Emitter, natural_layout, static_shape, vector_layout
+from .lowering import RANK5_LOWERINGS, natural
+
+
+def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tuple[Model_pb2.Model, list]:
+    """The Model proto of the (prepared, one-function) ``prog`` as a rank-5 network of
+    specification version <= ``floor``, and its weight payloads."""
+    fn = prog.main
+    model = Model_pb2.Model()
+    classify = [op for op in fn.block.ops if op.type == "classify"]
+    network = model.neuralNetworkClassifier if classify else model.neuralNetwork
+    network.arrayInputShapeMapping = NeuralNetwork_pb2.RANK5_ARRAY_MAPPING
+    network.imageInputShapeMapping = NeuralNetwork_pb2.RANK5_IMAGE_MAPPING
+    state = ModelState()
+    e = Rank5Emitter(network, state)
+    problems: list[str] = []
+    classifier = _lower(fn, e, network, classify, problems)
+    if problems:
+        raise UnsupportedError(f"{_count(problems)} no legacy rank-5 form (specification version {floor} was asked; they need "
+                               f"version 4 or later, the N-dimensional layers): " + "; ".join(problems), file=source)
+    d = model.description
+    recorded_metadata(prog, d)
+    notes: list[str] = []
+    for what, values, infos, feats in (("input", fn.inputs, fn.input_info, d.input),
+                                       ("output", fn.outputs, fn.output_info, d.output)):
+        for v in values:
+            version = _describe(v, infos.get(v.name), feats.add(), what, notes)
+            state.need(version, f"{what} '{v.name}' of type {v.type}")
+    need = state.spec_version
+    if classifier is not None:
+        set_class_labels(network, classifier.labels)
+        network.labelProbabilityLayerName = classifier.probabilities
+        if classifier.label_output:
+            d.predictedFeatureName = classifier.label_output
+        if classifier.probability_output:
+            d.predictedProbabilitiesName = classifier.probability_output
+    if need > floor:
+        reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
+                   for why in whys]
+        raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
+                               + "; ".join(reasons), file=source)
+    model.specificationVersion = need
+    model.isUpdatable = False
+    for note in notes:
+        warnings.warn(ConversionWarning(note), stacklevel=4)
+    return model, state.payloads
+
+
+def _count(problems: list[str]) -> str:
+    """"3 ops and 1 feature have" for the problems listed."""
+    features = sum(p.startswith(("input '", "output '")) for p in problems)
+    ops = len(problems) - features
+    parts = [f"{n} {word}{'s' if n > 1 else ''}" for n, word in ((ops, "op"), (features, "feature")) if n]
+    return " and ".join(parts) + (" have" if len(problems) > 1 else " has")
+
+
+def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: list[str]) -> Classifier | None:
+    """The layers of ``fn``; what has no rank-5 form goes to ``problems``."""
+    e.reserve([v.name for v in fn.inputs] + [v.name for v in fn.outputs])
+    for v in fn.inputs:
+        e.bind(v, v.name)
+        try:
+            e.layouts[v] = natural(v)
+        except LoweringError as err:
+            problems.append(f"input '{v.name}': {err}")
+            e.layouts[v] = _placeholder_layout(v)
+    skip = set(_image_preprocessing(fn, e, network))
+    for op in skip:
+        if e.lookup(op.outputs[0]) is not None:
+            e.layouts[op.outputs[0]] = _placeholder_layout(op.outputs[0])
+    if len(classify) > 1:
+        problems.append(f"{len(classify)} classify ops: a NeuralNetworkClassifier has one set of class labels")
+    skip.update(classify)
+    for op in fn.block.ops:
+        if op.type == "const" or op in skip:
+            continue
+        low = RANK5_LOWERINGS.get(op.type)
+        try:
+            if low is None:
+                raise LoweringError("no legacy (rank-5) layer for this op")
+            low(e, op)
+        except LoweringError as err:
+            problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
+            for v in op.outputs:  # placeholders: the ops reading them are still checked
+                if e.lookup(v) is None:
+                    e.bind(v, v.name)
+                    e.layouts[v] = _placeholder_layout(v)
+    classifier_outputs = set(classify[0].outputs) if len(classify) == 1 else set()
+    _name_outputs(fn, e, classifier_outputs, problems)
+    if len(classify) != 1 or problems:
+        return None
+    try:
+        return _classifier(e, classify[0], fn)
+    except LoweringError as err:
+        problems.append(f"classify '{classify[0].name}': {err}")
+        return None
+
+
+def _placeholder_layout(v: Value) -> tuple[int, int, int]:
+    """A layout for a value that has none (so that the ops reading it are still checked): its
+    elements as a vector when its size is known."""
+    try:
+        return natural(v)
+    except LoweringError:
+        try:
+            return (int(np.prod(static_shape(v))), 1, 1)
+        except LoweringError:
+            return (1, 1, 1)
+
+
+def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: list[str]) -> None:
+    """Each output's blob gets the feature's name (in the declared feature's layout): the layer
+    writing it is renamed, or a copy is written when the blob is an input or another output."""
+    inputs = {v.name for v in fn.inputs}
+    named: set[str] = set()
+    for v in fn.outputs:
+        if v in skip:
+            continue
+        try:
+            blob = e.get(v, natural_layout(static_shape(v)))
+        except LoweringError as err:
+            problems.append(f"output '{v.name}': {err}")
+            continue
+        if blob == v.name:
+            named.add(blob)
+        elif blob in inputs or blob in named:
+            e.layer("activation", f"{v.name}_copy", [blob], [v.name]).linear.alpha = 1.0
+        else:
+            e.rename(blob, v.name)
+            named.add(v.name)
+
+
+def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
+    from ....ir.runtime import ListValue
+
+    labels = e.const(op.inputs["classes"])
+    if labels is None:
+        raise LoweringError("the class labels must be constants")
+    probs_v = op.inputs["probabilities"]
+    probs = e.get(probs_v, vector_layout(probs_v, "classify probabilities"))
+    outs = set(fn.outputs)
+    label, prob = op.outputs
+    items = labels.items if isinstance(labels, ListValue) else list(labels.reshape(-1))
+    return Classifier(probs, list(items), label.name if label in outs else None, prob.name if prob in outs else None)
+
+
+def declared_shape(shape: list[int]) -> list[int]:
+    """The feature shape of an IR value in a rank-5 model: [C] or [C, H, W] (module docstring); an
+    output of another shape (a [513, 513] map) keeps its shape: Core ML gives the network's result
+    that shape when the element counts agree."""
+    layout = natural_layout(shape)
+    if layout is None:
+        return list(shape)
+    return [layout[0]] if len(shape) <= 2 else list(layout)
+
+
+_ARRAY_DTYPES = ("fp16", "fp32", "fp64", "int32")
+
+
+def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescription, what: str,
+              notes: list[str]) -> int:
+    """A feature of the rank-5 model (``notes``: when its declared shape differs from the program's);
+    the specification version it needs."""
+    t = v.type
+    if not isinstance(t, TensorType) or t.dtype.name not in _ARRAY_DTYPES:
+        return describe_feature(info, v.name, t, out)
+    ft = desc.feature_from_bytes(info.feature_type) if isinstance(info, FeatureInfo) else None
+    if ft is not None and desc.feature_kind(ft) == "imageType":
+        return describe_feature(info, v.name, t, out)
+    shape = static_shape(v)
+    declared = declared_shape(shape)
+    if declared != shape:
+        notes.append(f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 "
+                     f"(iOS 11/12) model have no batch axis")
+    return describe_feature(info, v.name, TensorType(t.dtype, tuple(declared)), out)
+
+
+__all__ = ["declared_shape", "rank5_model"]
