@@ -158,3 +158,19 @@ def test_layers_whose_results_nothing_reads_are_dropped() -> None:
     nn.layers[-1].branch.ifBranch.layers.add(name="inner", input=["f"], output=["y2"]).activation.ReLU.SetInParent()
     assert remove_dead_layers(nn, {"y"}) == 1
     assert [layer.name for layer in nn.layers] == ["a", "b", "feeds_branch", "br"]
+
+
+def test_lut_and_linear_quantized_weights_stay_compressed(tmp_path: Path) -> None:
+    """SqueezeNet with 8-bit lookup-table weights: its convolutions keep their codes and table
+    (`lookupTableQuantization`) instead of being expanded to fp32, so the model stays its size; the
+    outputs are checked by the shared-model round trip."""
+    from ..conftest import MODELS
+
+    src = MODELS / "real" / "8dbda0d2_SqueezeNetInt8LUT.mlmodel"
+    out = tmp_path / "squeezenet.mlmodel"
+    converter.convert(src, to="neuralnetwork", out=out)
+    layers = read_model_file(out).model.neuralNetworkClassifier.layers
+    convs = [getattr(layer, "convolution") for layer in layers if layer.WhichOneof("layer") == "convolution"]
+    lut = [c for c in convs if c.weights.quantization.HasField("lookupTableQuantization")]
+    assert len(lut) >= 20 and all(c.weights.quantization.numberOfBits == 8 for c in lut)
+    assert out.stat().st_size < 1.1 * src.stat().st_size  # fp32 weights would be about 4x

@@ -27,6 +27,7 @@ from ._window import (
     squeeze_h,
     text,
 )
+from .quant import compressed
 from .registry import lowering
 
 
@@ -126,7 +127,11 @@ def _conv(e: NetworkEmitter, op: Op) -> None:
     set_2d_padding(p, win)
     if weight is not None:
         w, b = _weights_pair(_float_weights(np.asarray(weight)), bias)
-        e.weights(p.weights, w.reshape(c_out, k_c, *win.kernel))
+        q = compressed(op, "weight")  # 8-bit linear or LUT codes the program had: kept (same row-major order)
+        if q is not None:
+            q.write(p.weights)
+        else:
+            e.weights(p.weights, w.reshape(c_out, k_c, *win.kernel))
         if b is not None:
             p.hasBias = True
             e.weights(p.bias, b)

@@ -19,13 +19,19 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ..emitter import NetworkEmitter, op_input, rank, tensor_type
 from ._common import same_precision
+from .quant import QuantizedWeights, compressed
 from .registry import lowering
 
 
-def _dense(params: object, e: NetworkEmitter, weight: np.ndarray, bias: np.ndarray | None) -> None:
-    """weights [out, in] (and bias [out]) of innerProduct / one-input batchedMatmul."""
+def _dense(params: object, e: NetworkEmitter, weight: np.ndarray, bias: np.ndarray | None,
+           quantized: QuantizedWeights | None = None) -> None:
+    """weights [out, in] (and bias [out]) of innerProduct / one-input batchedMatmul; ``quantized``:
+    the weight's compressed form (8-bit linear or LUT codes), written instead of the dense values."""
     weight, bias = same_precision(weight, bias)
-    e.weights(params.weights, weight)  # type: ignore[attr-defined]
+    if quantized is not None:
+        quantized.write(params.weights)  # type: ignore[attr-defined]
+    else:
+        e.weights(params.weights, weight)  # type: ignore[attr-defined]
     if bias is not None:
         params.hasBias = True  # type: ignore[attr-defined]
         e.weights(params.bias, bias)  # type: ignore[attr-defined]
@@ -63,7 +69,7 @@ def _linear(e: NetworkEmitter, op: Op) -> None:
     else:
         params = e.layer("batchedMatmul", op.name, [e.blob(x)], [e.define(out)])
         params.weightMatrixFirstDimension, params.weightMatrixSecondDimension = d_in, d_out
-    _dense(params, e, w, bias)
+    _dense(params, e, w, bias, compressed(op, "weight"))
 
 
 def _squeeze(e: NetworkEmitter, name: str, src: str, axes: list[int], dst: str) -> None:
