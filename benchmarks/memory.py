@@ -38,6 +38,22 @@ def rss_mb() -> float:
     return _status_mb("VmRSS:") or 0.0
 
 
+def mapped_resident_bytes(path: str | Path) -> int | None:
+    """Bytes of ``path``'s memory mappings (a weight file read through mmap) resident in this
+    process (/proc/self/smaps ``Rss``); None where smaps is missing."""
+    smaps = Path("/proc/self/smaps")
+    if not smaps.exists():
+        return None
+    target, total, inside = str(Path(path).resolve()), 0, False
+    for line in smaps.read_text().splitlines():
+        head = line.split(None, 5)
+        if head and "-" in head[0] and len(head) >= 5 and not head[0].endswith(":"):
+            inside = len(head) == 6 and head[5] == target  # a mapping's first line: range perms ... path
+        elif inside and line.startswith("Rss:"):
+            total += int(line.split()[1]) * 1024
+    return total
+
+
 def reset_peak() -> bool:
     """Reset VmHWM to the current RSS (Linux >= 4.0); False where that is not possible."""
     try:

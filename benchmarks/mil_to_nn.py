@@ -24,7 +24,10 @@ weight bytes (the package's weight.bin; judged on the increase as well as on the
 whose imports alone are ~100 MiB: on the chain's ~2 MB of weights only the increase can meet it).
 
     python benchmarks/mil_to_nn.py [--sources resnet34,chain] [--ops 12000] [--repeat 5]
-        [--chain-repeat 1] [--timeout 3600] [--json OUT.json]
+        [--chain-repeat 1] [--timeout 3600] [--profile] [--json OUT.json]
+
+``--profile``: one more worker of ours under cProfile (its times are not used), its slowest
+functions listed.
 
 coremltools converts MIL -> NeuralNetwork at about 100 ops/s here, so the chain takes minutes per
 process: ``--chain-repeat`` (default 1) is its number of processes, ``--repeat`` the ResNet's.
@@ -151,8 +154,12 @@ def layer_count(path: Path) -> int:
     return len(spec.neuralNetwork.layers)
 
 
-def conversion_worker(tool: str, pkg: Path) -> dict[str, Any]:
-    """One conversion of ``pkg`` by ``tool`` in this (fresh) process: seconds, CPU seconds, peak RSS."""
+def conversion_worker(tool: str, pkg: Path, profile: bool = False) -> dict[str, Any]:
+    """One conversion of ``pkg`` by ``tool`` in this (fresh) process: seconds, CPU seconds, peak RSS
+    (with ``profile``, under cProfile, and the functions that took the most cumulative time)."""
+    import cProfile
+    import pstats
+
     webnn._quiet()
     import converter
 
@@ -166,23 +173,35 @@ def conversion_worker(tool: str, pkg: Path) -> dict[str, Any]:
         reset_peak()
         base = peak_mb()
         out = Path(tmp) / "out.mlmodel"
+        profiler = cProfile.Profile() if profile else None
         t0, c0 = time.perf_counter(), time.process_time()
         try:
+            if profiler:
+                profiler.enable()
             phases = convert(pkg, out)
         except Exception as e:  # reported, not raised: the parent prints it in its table
             reason = unavailable_reason(e) if tool == "ours" else None
             return {"unavailable": reason} if reason else {"error": f"{type(e).__name__}: {e}"}
+        finally:
+            if profiler:
+                profiler.disable()
         seconds, cpu = time.perf_counter() - t0, time.process_time() - c0
         record = {"seconds": seconds, "cpu_s": cpu, "peak_mb": peak_mb(), "increase_mb": peak_mb() - base,
                   "written_bytes": out.stat().st_size, "layers": layer_count(out), **phases}
+    if profiler:
+        stats = pstats.Stats(profiler)
+        top = sorted(stats.stats.items(), key=lambda kv: -kv[1][3])[:webnn.PROFILE_TOP]  # type: ignore[attr-defined]
+        record["profile"] = [f"{cum:7.3f} s cumulative, {tot:7.3f} s own  {Path(file).name}:{line} {name}"
+                             for (file, line, name), (_, _, tot, cum, _) in top]
     return record
 
 
-def measure(name: str, pkg: Path, repeat: int, timeout: float) -> dict[str, Any]:
+def measure(name: str, pkg: Path, repeat: int, timeout: float, profile: bool = False) -> dict[str, Any]:
     record: dict[str, Any] = {"source": name, "package": str(pkg), "ops": op_count(pkg),
                               "weight_bytes": webnn.weight_bytes(pkg), "repeat": repeat}
     for tool in TOOLS:
-        record[tool] = webnn.run_conversion(tool, pkg, repeat, timeout, script=Path(__file__))
+        record[tool] = webnn.run_conversion(tool, pkg, repeat, timeout, profile=profile and tool == "ours",
+                                            script=Path(__file__))
     record.update(verdicts(record))
     return record
 
@@ -239,7 +258,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--timeout", type=float, default=3600.0, help="seconds per worker process")
     ap.add_argument("--json", type=Path, help="also write every record here")
     ap.add_argument("--worker", choices=TOOLS, help=argparse.SUPPRESS)
-    ap.add_argument("--profile", action="store_true", help=argparse.SUPPRESS)  # run_conversion's protocol
+    ap.add_argument("--profile", action="store_true", help="one more worker of ours under cProfile")
     ap.add_argument("path", nargs="?", type=Path, help=argparse.SUPPRESS)
     return ap.parse_args(argv)
 
@@ -247,7 +266,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> None:
     args = parse_args(argv)
     if args.worker:
-        print(json.dumps(conversion_worker(args.worker, args.path)), flush=True)
+        print(json.dumps(conversion_worker(args.worker, args.path, args.profile)), flush=True)
         return
     webnn._quiet()
     import coremltools as ct
@@ -259,9 +278,11 @@ def main(argv: list[str] | None = None) -> None:
     for name in args.sources:
         pkg = source_package(name, args.ops)
         repeat = args.chain_repeat if name == "chain" else args.repeat
-        record = measure(name, pkg, repeat, args.timeout)
+        record = measure(name, pkg, repeat, args.timeout, args.profile)
         report["records"].append(record)
         print("\n".join(report_lines(record)), flush=True)
+        for line in record["ours"].get("profile", []):
+            print(f"      {line}")
     if args.json:
         args.json.write_text(json.dumps(report, indent=1))
 

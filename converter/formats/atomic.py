@@ -29,6 +29,8 @@ import threading
 from collections.abc import Iterable, Iterator
 from pathlib import Path
 
+from .mapped import release_mapped_pages
+
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_segments",
@@ -205,7 +207,9 @@ _WRITE_CHUNK = 1 << 30
 def atomic_write_segments(path: str | os.PathLike, segments: Iterable[bytes | bytearray | memoryview], *,
                           durable: bool = True, overwrite: bool = True) -> Path:
     """Write the concatenation of ``segments`` to ``path`` atomically, as `atomic_write_bytes` does,
-    without joining them: each buffer is written from where it is (no copy of a large weight)."""
+    without joining them: each buffer is written from where it is (no copy of a large weight), and
+    one read from a weight file's mapping leaves the process's resident set once written
+    (`mapped.release_mapped_pages`)."""
     path = Path(path)
     fd, tmp = create_temp_beside(path)
     with _cleanup_on_error(tmp):
@@ -214,6 +218,7 @@ def atomic_write_segments(path: str | os.PathLike, segments: Iterable[bytes | by
                 view = memoryview(segment).cast("B")
                 while view:
                     view = view[os.write(fd, view[:_WRITE_CHUNK]):]
+                release_mapped_pages(segment)
             if durable:
                 os.fsync(fd)
         finally:

@@ -147,6 +147,42 @@ def compile_time_value(v: Value, *, max_bytes: int = VALUE_MAX_BYTES, max_ops: i
     return known.get(v)
 
 
+class RunTimeDependence:
+    """Whether values depend on a run-time input (a function or block input, or the result of an op
+    that is never evaluated ahead of time: random, stateful, control flow), remembered: asked about
+    every value of a program, it visits each op once. Such a value is never known at compile time,
+    so asking this first keeps `compile_time_value` from walking up to ``max_ops`` producers of a
+    value that cannot be known (on a long chain, once per op). A ``shape`` of a statically shaped
+    value does not depend on its input's run-time values."""
+
+    def __init__(self) -> None:
+        self._memo: dict[Value, bool] = {}
+
+    def __call__(self, v: Value) -> bool:
+        memo = self._memo
+        stack = [v]
+        while stack:
+            x = stack[-1]
+            if x in memo:
+                stack.pop()
+                continue
+            op = x.producer
+            if op is None:
+                memo[x] = True
+            elif constant_value(x) is not None or static_shape_value(op) is not None:
+                memo[x] = False
+            elif evaluation_refusal(op, expand_constexpr=True) is not None:
+                memo[x] = True
+            else:
+                pending = [i for i in op.input_values() if i not in memo]
+                if pending:
+                    stack.extend(pending)
+                    continue
+                memo[x] = any(memo[i] for i in op.input_values())
+            stack.pop()
+        return memo[v]
+
+
 def _small(values: list[Value], max_bytes: int) -> bool:
     """Whether every value has a static tensor type of at most ``max_bytes``."""
     for x in values:

@@ -5,8 +5,9 @@ order) is replaced by that earlier op's results.
 Constants are compared by value: the same dtype, shape and bytes (so identical weights loaded
 twice, identical weight blobs, become one constant; ``-0.0`` and ``0.0`` stay apart, and NaNs with
 the same bits are the same). A constant is keyed by its bytes when small; a large one is hashed
-only when another constant shares its IR type, byte size and a sample of its bytes (64 spread
-over it), so a model of distinct weights is barely read for this, and a pass object remembers
+only when another constant shares its IR type, byte size and a sample of its bytes (4 runs of 16
+at its start, thirds and end: a few pages, so weights mapped from a file are barely read, and
+not made resident, for this), and a pass object remembers
 the digests it made (a pipeline's later rounds do not hash the same weights again). Ops merged
 this way make their users identical in turn, which the same single walk then merges too.
 
@@ -33,8 +34,9 @@ from .edits import Edits, replace_refusal, replace_value
 _UNHASHABLE = object()
 #: constants of at most this many bytes are keyed by their bytes (no hashing)
 SMALL_CONST = 64
-#: bytes sampled from a larger constant before it is hashed
-SAMPLE = 64
+#: bytes sampled from a larger constant before it is hashed: SAMPLE_RUNS runs of contiguous bytes
+#: (each run reads one or two pages of a file-mapped weight, however large it is)
+SAMPLE, SAMPLE_RUNS = 64, 4
 
 
 def _digest(arr: np.ndarray) -> bytes:
@@ -202,9 +204,17 @@ def _const_group(op: Op) -> Any:
     if raw.size <= SMALL_CONST:
         content = ("bytes", raw.tobytes())
     else:
-        content = ("sample", raw[:: raw.size // SAMPLE][:SAMPLE].tobytes() + raw[-8:].tobytes())
+        content = ("sample", _sample(raw))
     # plain strings and ints: hashing a frozen dataclass type is slow, and the key is hashed often
     return (t.dtype.name, str(t.shape), arr.dtype.str, arr.nbytes, content)
+
+
+def _sample(raw: np.ndarray) -> bytes:
+    """`SAMPLE` bytes of ``raw`` (more than `SAMPLE` bytes) in `SAMPLE_RUNS` contiguous runs from its
+    start to its end."""
+    run = SAMPLE // SAMPLE_RUNS
+    last = raw.size - run
+    return b"".join(raw[i * last // (SAMPLE_RUNS - 1):][:run].tobytes() for i in range(SAMPLE_RUNS))
 
 
 def _same_array(a: Any, b: Any) -> bool:

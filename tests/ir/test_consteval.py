@@ -18,7 +18,7 @@ import pytest
 
 import converter
 from converter.ir.builder import new_program
-from converter.ir.consteval import VALUE_MAX_BYTES, VALUE_MAX_OPS, compile_time_value
+from converter.ir.consteval import VALUE_MAX_BYTES, VALUE_MAX_OPS, RunTimeDependence, compile_time_value
 from converter.ir.interpreter import run
 from converter.ir.types import tensor
 from converter.ir.verify import verify
@@ -106,3 +106,34 @@ def test_function_inputs_random_ops_and_failing_kernels_leave_a_value_unknown() 
     assert compile_time_value(seen["input"]) is None
     assert compile_time_value(seen["random"]) is None
     assert compile_time_value(seen["failing"]) is None
+
+
+def test_run_time_dependence_follows_inputs_random_ops_and_static_shapes() -> None:
+    """`RunTimeDependence` (the backends' shortcut before `compile_time_value`): a value computed
+    from a function input or a random op depends on run-time values, one computed from constants
+    (however long the chain) or from the static shape of any value does not; whatever it calls
+    run-time dependent has no compile-time value. Iterative: a chain far deeper than Python's
+    recursion limit is answered."""
+    seen = {}
+
+    def body(b, x):
+        h = x
+        for _ in range(3000):
+            h = b.relu(x=h)
+        seen["deep"] = h
+        seen["shape"] = b.add(x=b.shape(x=h), y=np.int32(1))
+        seen["random"] = b.add(x=b.random_uniform(shape=np.array([2], np.int32), low=0.0, high=1.0), y=np.float32(1))
+        c = b.const(np.array([1, 2], np.int32))
+        for _ in range(VALUE_MAX_OPS + 1):
+            c = b.add(x=c, y=np.int32(1))
+        seen["long_constant_chain"] = c
+        return [seen["deep"], seen["shape"], seen["random"], c]
+
+    prog = new_program({"x": tensor("fp32", (2,))}, body)
+    depends = RunTimeDependence()
+    assert depends(seen["deep"]) and depends(seen["random"])
+    assert not depends(seen["shape"]) and not depends(seen["long_constant_chain"])
+    np.testing.assert_array_equal(compile_time_value(seen["shape"]), [3])
+    for op in prog.main.block.ops:
+        for v in op.outputs:
+            assert not depends(v) or compile_time_value(v) is None, v.name

@@ -22,7 +22,7 @@ from google.protobuf.message import Message
 
 from ...errors import LoweringError
 from ...formats.protowire_join import mark_payload
-from ...ir.consteval import compile_time_value
+from ...ir.consteval import RunTimeDependence, compile_time_value
 from ...ir.core import Op, Value
 from ...ir.opdef import InferArgs
 from ...ir.types import TensorType, is_static_dim
@@ -48,6 +48,8 @@ class ModelState:
     #: the highest version the user allows (--target / --spec-version), None: any; lowerings with a
     #: one-layer form of a later version and a longer form of an earlier one choose by it
     version_cap: int | None = None
+    #: values known to depend on run-time inputs (never compile-time values), remembered across lowerings
+    run_time: RunTimeDependence = field(default_factory=RunTimeDependence)
 
     def need(self, version: int, why: str) -> None:
         if version > 1:
@@ -128,10 +130,10 @@ class NetworkEmitter:
 
     # -- constants -------------------------------------------------------------------------------
 
-    @staticmethod
-    def const(v: Value | None) -> Any:
-        """The value of ``v`` when it is known at conversion time, else None."""
-        if v is None:
+    def const(self, v: Value | None) -> Any:
+        """The value of ``v`` when it is known at conversion time, else None (at once for a value
+        computed from run-time inputs: see `RunTimeDependence`)."""
+        if v is None or self.state.run_time(v):
             return None
         return compile_time_value(v)
 
