@@ -170,7 +170,7 @@ def test_lut_and_linear_quantized_weights_stay_compressed(tmp_path: Path) -> Non
     out = tmp_path / "squeezenet.mlmodel"
     converter.convert(src, to="neuralnetwork", out=out)
     layers = read_model_file(out).model.neuralNetworkClassifier.layers
-    convs = [getattr(layer, "convolution") for layer in layers if layer.WhichOneof("layer") == "convolution"]
+    convs = [layer.convolution for layer in layers if layer.WhichOneof("layer") == "convolution"]
     lut = [c for c in convs if c.weights.quantization.HasField("lookupTableQuantization")]
     assert len(lut) >= 20 and all(c.weights.quantization.numberOfBits == 8 for c in lut)
     assert out.stat().st_size < 1.1 * src.stat().st_size  # fp32 weights would be about 4x
