@@ -174,3 +174,13 @@ def test_lut_and_linear_quantized_weights_stay_compressed(tmp_path: Path) -> Non
     lut = [c for c in convs if c.weights.quantization.HasField("lookupTableQuantization")]
     assert len(lut) >= 20 and all(c.weights.quantization.numberOfBits == 8 for c in lut)
     assert out.stat().st_size < 1.1 * src.stat().st_size  # fp32 weights would be about 4x
+
+
+def test_every_op_has_a_neuralnetwork_entry_and_compressed_weights_are_not_unsupported() -> None:
+    from converter.ir.registry_info import op_table
+
+    rows = {r["op"]: r["neuralnetwork"] for r in op_table()}
+    assert all(e["status"] in ("direct", "decomposed", "unsupported") for e in rows.values())
+    assert all(e.get("reason") for e in rows.values() if e["status"] == "unsupported")
+    assert rows["constexpr_lut_to_dense"]["status"] == "decomposed"
+    assert rows["make_list"]["status"] == "unsupported" and "list" in rows["make_list"]["reason"]
