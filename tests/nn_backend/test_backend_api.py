@@ -184,3 +184,17 @@ def test_every_op_has_a_neuralnetwork_entry_and_compressed_weights_are_not_unsup
     assert all(e.get("reason") for e in rows.values() if e["status"] == "unsupported")
     assert rows["constexpr_lut_to_dense"]["status"] == "decomposed"
     assert rows["make_list"]["status"] == "unsupported" and "list" in rows["make_list"]["reason"]
+
+
+def test_fp16_weights_are_written_as_float16(tmp_path: Path) -> None:
+    """SqueezeNet fp16: its large convolution weights (fp16 constants the program casts to fp32) go
+    back into the file as float16Value, not fp32 (the file stays about its source's size)."""
+    from ..conftest import MODELS
+
+    src = MODELS / "real" / "7485461f_SqueezeNetFP16.mlmodel"
+    out = tmp_path / "squeezenet.mlmodel"
+    converter.convert(src, to="neuralnetwork", out=out)
+    written = read_model_file(out).payloads  # (WeightParams field, bytes) of the weights >= 4 KiB
+    fp16 = [n for n, _ in written if n == 2]
+    assert len(fp16) >= 10  # the weights the pipeline left as fp16 constants + casts (>= 64 KiB)
+    assert out.stat().st_size < 1.2 * src.stat().st_size  # all fp32 would be about 2x

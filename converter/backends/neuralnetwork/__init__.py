@@ -43,10 +43,11 @@ def prepare_program(program: Program) -> Program:
     from ...passes.canonicalize import Canonicalize
     from ...passes.dce import DeadCodeElimination
     from ...passes.fold_constants import FoldConstants
-    from .lowering.quant import annotate_compressed
+    from .lowering.quant import annotate_compressed, annotate_fp16
 
     prog = clone_program(program)[0]
     annotate_compressed(prog.walk())  # the quantized weights layers keep (lowering/quant.py)
+    annotate_fp16(prog.walk())  # the fp16 weights they write as float16Value again
     optimize(prog, [FoldConstants(expand_constexpr=True, max_bytes=1 << 31), Canonicalize(), DeadCodeElimination()])
     return prog
 

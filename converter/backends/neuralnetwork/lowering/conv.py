@@ -27,7 +27,7 @@ from ._window import (
     squeeze_h,
     text,
 )
-from .quant import compressed
+from .quant import compressed, recorded_fp16
 from .registry import lowering
 
 
@@ -126,7 +126,7 @@ def _conv(e: NetworkEmitter, op: Op) -> None:
     p.dilationFactor.extend(win.dilations)
     set_2d_padding(p, win)
     if weight is not None:
-        w, b = _weights_pair(_float_weights(np.asarray(weight)), bias)
+        w, b = _weights_pair(*recorded_fp16(op, "weight", _float_weights(np.asarray(weight)), bias))
         q = compressed(op, "weight")  # 8-bit linear or LUT codes the program had: kept (same row-major order)
         if q is not None:
             q.write(p.weights)

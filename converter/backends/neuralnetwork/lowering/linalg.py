@@ -19,7 +19,7 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ..emitter import NetworkEmitter, op_input, rank, tensor_type
 from ._common import same_precision
-from .quant import QuantizedWeights, compressed
+from .quant import QuantizedWeights, compressed, recorded_fp16
 from .registry import lowering
 
 
@@ -69,6 +69,7 @@ def _linear(e: NetworkEmitter, op: Op) -> None:
     else:
         params = e.layer("batchedMatmul", op.name, [e.blob(x)], [e.define(out)])
         params.weightMatrixFirstDimension, params.weightMatrixSecondDimension = d_in, d_out
+    w, bias = recorded_fp16(op, "weight", w, bias)
     _dense(params, e, w, bias, compressed(op, "weight"))
 
 

@@ -28,6 +28,7 @@ from ....errors import LoweringError
 from ....ir.bitpack import unpack_subbyte
 from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
+from ....ir.types import TensorType
 from ..emitter import NetworkEmitter, op_input, rank
 from .registry import lowering
 
@@ -217,3 +218,43 @@ def compressed(op: Op, key: str) -> QuantizedWeights | None:
         return None
     tol = 1e-5 * max(1.0, float(np.max(np.abs(want), initial=0.0)))  # the two formulas round differently
     return form if float(np.max(np.abs(got - want), initial=0.0)) <= tol else None
+
+
+# -- fp16 weights ----------------------------------------------------------------------------------
+# A program may hold a weight as an fp16 constant cast to fp32 (how the NeuralNetwork frontend reads
+# float16Value weights, and an fp16 ML program's casts): `prepare_program` folds the cast, so before
+# that `annotate_fp16` records which weight inputs came from fp16, and the layer writes them as
+# float16Value again (`recorded_fp16`) while their values are still exactly fp16 (a fusion that
+# changed them, such as a folded batch norm, leaves fp32 values: those stay fp32).
+
+FP16_WEIGHTS = "nn_fp16_weights"
+_FP16_SLOTS = frozenset({("conv", "weight"), ("conv_transpose", "weight"), ("linear", "weight")})
+
+
+def annotate_fp16(ops: Iterable[Op]) -> None:
+    for op in ops:
+        for key, v in op.inputs.items():
+            if (op.type, key) not in _FP16_SLOTS or not isinstance(v, Value) or v.producer is None:
+                continue
+            cast = v.producer
+            src = cast.inputs.get("x") if cast.type == "cast" else None
+            if isinstance(src, Value) and isinstance(src.type, TensorType) and src.type.dtype.name == "fp16" \
+                    and compile_time_value(src) is not None:
+                op.attributes.setdefault(FP16_WEIGHTS, set()).add(key)
+
+
+def _exact_fp16(a: np.ndarray) -> bool:
+    return bool(np.array_equal(a.astype(np.float16).astype(a.dtype), a, equal_nan=True))
+
+
+def recorded_fp16(op: Op, key: str, weight: np.ndarray, bias: np.ndarray | None = None
+                  ) -> tuple[np.ndarray, np.ndarray | None]:
+    """``weight`` (and its layer's ``bias``) as fp16 when the program held the weight in fp16 and the
+    values are still exactly fp16 (the bias too: a layer's weights share one precision)."""
+    if key not in op.attributes.get(FP16_WEIGHTS, ()) or weight.dtype != np.float32 or not _exact_fp16(weight):
+        return weight, bias
+    if bias is not None and bias.dtype != np.float16:
+        if not _exact_fp16(np.asarray(bias, np.float32)):
+            return weight, bias
+        bias = np.asarray(bias, np.float32).astype(np.float16)
+    return weight.astype(np.float16), bias
