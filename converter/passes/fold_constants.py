@@ -79,7 +79,16 @@ def _const_like(b: Builder, value: Any, like: Value) -> Value:
     return b.const(value, t.dtype)
 
 
-def make_fold_rule(*, expand_constexpr: bool = False, max_bytes: int = MAX_FOLD_BYTES) -> Rule:
+def _widens_fp16(op: Op) -> bool:
+    """A cast of an fp16 value to fp32 (an fp16 weight as the program computes with it)."""
+    x = op.inputs.get("x")
+    return (op.type == "cast" and isinstance(x, Value) and isinstance(x.type, TensorType)
+            and x.type.dtype.name == "fp16" and isinstance(op.outputs[0].type, TensorType)
+            and op.outputs[0].type.dtype.name == "fp32")
+
+
+def make_fold_rule(*, expand_constexpr: bool = False, max_bytes: int = MAX_FOLD_BYTES,
+                   keep_fp16_weights: bool = False) -> Rule:
     """The `fold_constant_op` rule with the pass's parameters."""
     root_types = tuple(t for t in registered_op_types() if t not in ("const", "_const_symbolic"))
 
@@ -90,6 +99,8 @@ def make_fold_rule(*, expand_constexpr: bool = False, max_bytes: int = MAX_FOLD_
             return why
         if not any(v.uses for v in root.outputs):
             return "its results are unused (dead_code removes it)"
+        if keep_fp16_weights and _widens_fp16(root):
+            return "an fp16 weight stays fp16 (the target writes fp16 weights as they are)"
         if "constexpr" in root.opdef.traits:
             return None  # decompression asked for: the cap does not apply
         sizes = [static_nbytes(v.type) for v in root.outputs]
@@ -196,6 +207,8 @@ class FoldConstants(RewritePass):
 
     name = "fold_constants"
 
-    def __init__(self, *, expand_constexpr: bool = False, max_bytes: int = MAX_FOLD_BYTES) -> None:
-        fold = make_fold_rule(expand_constexpr=expand_constexpr, max_bytes=max_bytes)
+    def __init__(self, *, expand_constexpr: bool = False, max_bytes: int = MAX_FOLD_BYTES,
+                 keep_fp16_weights: bool = False) -> None:
+        fold = make_fold_rule(expand_constexpr=expand_constexpr, max_bytes=max_bytes,
+                              keep_fp16_weights=keep_fp16_weights)
         super().__init__("fold_constants", [fold, *SIMPLIFY_RULES])

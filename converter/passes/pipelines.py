@@ -59,14 +59,17 @@ def default_pipeline() -> list[Pass]:
 def webnn_pipeline() -> list[Pass]:
     """For WebNN output: fusions to ops WebNN has (gelu, layerNormalization, instanceNormalization,
     leakyRelu, prelu, clamp, softplus, softsign) and global pooling as a reduction."""
-    return [*generic_pipeline(), FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
+    generic = [FoldConstants(keep_fp16_weights=True) if isinstance(p, FoldConstants) else p for p in generic_pipeline()]
+    return [*generic, FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
 
 
 def neuralnetwork_pipeline() -> list[Pass]:
     """For NeuralNetwork output: the fusions to layers that exist (gelu, leakyReLU, PReLU, clip for
     relu6, softplus, softsign, layerNormalization, batchnorm for instance_norm) and global pooling
-    as a pooling layer; conv/innerProduct biases and batch norms are folded by ``fuse_conv``."""
-    return [*generic_pipeline(), FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
+    as a pooling layer; conv/innerProduct biases and batch norms are folded by ``fuse_conv``; casts
+    of fp16 constants to fp32 are not folded (the layers keep fp16 weights as float16Value)."""
+    generic = [FoldConstants(keep_fp16_weights=True) if isinstance(p, FoldConstants) else p for p in generic_pipeline()]
+    return [*generic, FuseActivations(), FuseNormalizations(), FuseGlobalPool()]
 
 
 PIPELINES: dict[str, Callable[[], list[Pass]]] = {
