@@ -188,6 +188,22 @@ def rank5_wrapper(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
     return user if _const_axes(user, 5) == unit_axes else None
 
 
+def rank1_reader(r: Value) -> Op | None:
+    """The one op reading a final state ``r`` ([1, H]) when it is ``squeeze(r, axes=[0])`` (the [H]
+    form a declared rank-1 state feature has): squeezed straight from the layer's rank-5 state."""
+    uses = list(r.uses)
+    user = uses[0].user if len(uses) == 1 else None
+    shape = r.type.shape if isinstance(r.type, TensorType) else None
+    if not isinstance(user, Op) or user.type != "squeeze" or r.producer is None or user.block is not r.producer.block:
+        return None
+    if shape is None or len(shape) != 2 or not (is_static_dim(shape[0]) and int(shape[0]) == 1):
+        return None
+    return user if _const_axes(user, 2) == (0,) else None
+
+
+RANK1_STATE_AXES = (0, 1, 3, 4)
+
+
 def _directions(op: Op) -> int:
     direction = compile_time_value(op.inputs["direction"]) if isinstance(op.inputs.get("direction"), Value) else None
     return 2 if direction is not None and str(np.asarray(direction).reshape(())) == "bidirectional" else 1
@@ -216,7 +232,7 @@ def state_wrappers(r: Value, directions: int) -> tuple[list[Op], list[Op]] | Non
     every op between (the one reader of ``r``: the wrapper, or a ``split`` in two halves of it on
     the last axis whose halves each have one wrapper)."""
     if directions == 1:
-        w = rank5_wrapper(r, STATE_AXES)
+        w = rank5_wrapper(r, STATE_AXES) or rank1_reader(r)
         return ([w], [w]) if w is not None else None
     uses = list(r.uses)
     split = uses[0].user if len(uses) == 1 else None
@@ -309,7 +325,8 @@ def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
     states: list[list[str]] = []
     for k, r in enumerate(op.outputs[1:]):
         found = state_wrappers(r, directions)
-        states.append([e.define(w.outputs[0]) for w in found[0]] if found is not None else
+        states.append([e.define(w.outputs[0]) if w.type == "expand_dims" else e.fresh(f"{op.name}_{'hc'[k]}{d}")
+                       for d, w in enumerate(found[0])] if found is not None else
                       [e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions)])
     used = [len(r.uses) > 0 for r in op.outputs[1:]]
     if not any(used):
@@ -325,7 +342,11 @@ def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], directions: int) -> Non
     if rank5_wrapper(op.outputs[0], X_AXES) is None:
         squeeze_into(e, blobs[0], [3, 4], op.outputs[0], f"{op.name}_y")
     for k, result in enumerate(op.outputs[1:]):
-        if not len(result.uses) or state_wrappers(result, directions) is not None:
+        found = state_wrappers(result, directions) if len(result.uses) else None
+        if found is not None and directions == 1 and found[0][0].type == "squeeze":  # rank-1 [H] result
+            squeeze_into(e, blobs[1 + k], RANK1_STATE_AXES, found[0][0].outputs[0], f"{op.name}_{'hc'[k]}")
+            continue
+        if not len(result.uses) or found is not None:
             continue
         if directions == 1:
             squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
