@@ -32,7 +32,7 @@ from ...ir.core import FeatureInfo, Program
 from ...ir.types import StateType, TensorType, int32
 from ..features import describe_feature, recorded_metadata
 from .emitter import ModelState, NetworkEmitter
-from .network import lower_function, set_class_labels
+from .network import lower_function, refuse_above, write_classifier
 from .versions import ND_VERSION, target_version
 
 
@@ -88,19 +88,8 @@ def program_to_model(program: Program, *, target: str | None = None, spec_versio
     for v in fn.outputs:
         info = fn.output_info.get(v.name)
         need = max(need, describe_feature(info, v.name, _declared(v.type, info), d.output.add()))
-    c = lowered.classifier
-    if c is not None:
-        set_class_labels(network, c.labels)
-        network.labelProbabilityLayerName = c.probabilities
-        if c.label_output:
-            d.predictedFeatureName = c.label_output
-        if c.probability_output:
-            d.predictedProbabilitiesName = c.probability_output
-    if floor is not None and need > floor:
-        reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
-                   for why in whys]
-        raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
-                               + "; ".join(reasons), file=source)
+    write_classifier(network, d, lowered.classifier)
+    refuse_above(state, need, floor, source)
     model.specificationVersion = need
     model.isUpdatable = False
     return model, state.payloads

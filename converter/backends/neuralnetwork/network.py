@@ -13,13 +13,13 @@ from typing import Any
 
 import numpy as np
 
-from ...errors import LoweringError
+from ...errors import LoweringError, UnsupportedError
 from ...formats import description as desc
 from ...formats.proto import NeuralNetwork_pb2
 from ...ir.core import Block, FeatureInfo, Function, Op, Value
 from ...ir.runtime import ListValue
 from ...ir.types import DictType, TensorType
-from .emitter import NetworkEmitter
+from .emitter import ModelState, NetworkEmitter
 from .lowering import LOWERINGS, UNSUPPORTED, load_all
 
 
@@ -163,6 +163,29 @@ def _classifier(e: NetworkEmitter, op: Op, fn: Function) -> Classifier:
     items = labels.items if isinstance(labels, ListValue) else list(np.asarray(labels).reshape(-1))
     return Classifier(probs, list(items),
                       label.name if label in outs else None, prob.name if prob in outs else None)
+
+
+def write_classifier(network: Any, d: Any, c: Classifier | None) -> None:
+    """A NeuralNetworkClassifier's labels and probability blob, and the description's names of its
+    label and probability outputs (nothing when ``c`` is None)."""
+    if c is None:
+        return
+    set_class_labels(network, c.labels)
+    network.labelProbabilityLayerName = c.probabilities
+    if c.label_output:
+        d.predictedFeatureName = c.label_output
+    if c.probability_output:
+        d.predictedProbabilitiesName = c.probability_output
+
+
+def refuse_above(state: ModelState, need: int, floor: int | None, source: str | None) -> None:
+    """An UnsupportedError naming everything that needs a later specification version than ``floor``."""
+    if floor is None or need <= floor:
+        return
+    reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
+               for why in whys]
+    raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
+                           + "; ".join(reasons), file=source)
 
 
 def set_class_labels(network: Any, labels: list[Any]) -> None:

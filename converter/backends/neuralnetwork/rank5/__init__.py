@@ -31,7 +31,7 @@ from ....ir.core import FeatureInfo, Function, Program, Value
 from ....ir.types import TensorType
 from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
-from ..network import Classifier, _image_preprocessing, set_class_labels
+from ..network import Classifier, _image_preprocessing, refuse_above, write_classifier
 from .layout import Rank5Emitter, natural_layout, static_shape, vector_layout
 from .lowering import RANK5_LOWERINGS, natural
 
@@ -61,18 +61,8 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
             version = _describe(v, infos.get(v.name), feats.add(), what, notes)
             state.need(version, f"{what} '{v.name}' of type {v.type}")
     need = state.spec_version
-    if classifier is not None:
-        set_class_labels(network, classifier.labels)
-        network.labelProbabilityLayerName = classifier.probabilities
-        if classifier.label_output:
-            d.predictedFeatureName = classifier.label_output
-        if classifier.probability_output:
-            d.predictedProbabilitiesName = classifier.probability_output
-    if need > floor:
-        reasons = [f"{why} (version {v})" for v, whys in sorted(state.version_reasons.items()) if v > floor
-                   for why in whys]
-        raise UnsupportedError(f"the model needs specification version {need}, above the requested {floor}: "
-                               + "; ".join(reasons), file=source)
+    write_classifier(network, d, classifier)
+    refuse_above(state, need, floor, source)
     model.specificationVersion = need
     model.isUpdatable = False
     for note in notes:
