@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....ir.core import Op
+from ...lowering_table import lowering_entry
 from ..emitter import NetworkEmitter
 
 LowerFn = Callable[[NetworkEmitter, Op], None]
@@ -68,10 +69,4 @@ def neuralnetwork_entry(op_type: str) -> dict[str, str]:
                         "WeightParams, anything else expanded at conversion time"}
     if op_type == "classify":
         return {"status": "direct", "how": "NeuralNetworkClassifier (class labels and the probability blob)"}
-    low = LOWERINGS.get(op_type)
-    if low is not None:
-        entry = {"status": low.kind}
-        if low.note:
-            entry["note"] = low.note
-        return entry
-    return {"status": "unsupported", "reason": UNSUPPORTED.get(op_type, "no NeuralNetwork lowering yet")}
+    return lowering_entry(LOWERINGS, UNSUPPORTED, op_type, "no NeuralNetwork lowering yet")

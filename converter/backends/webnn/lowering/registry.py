@@ -11,6 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from ....ir.core import Op
+from ...lowering_table import lowering_entry
 from ..emitter import GraphEmitter
 
 LowerFn = Callable[[GraphEmitter, Op], None]
@@ -55,10 +56,4 @@ def webnn_entry(op_type: str) -> dict[str, str]:
     if op_type == "classify":
         return {"status": "decomposed", "note": "no graph op: the graph outputs the probabilities and model.js "
                                                 "maps them to the labels"}
-    low = LOWERINGS.get(op_type)
-    if low is not None:
-        entry = {"status": low.kind}
-        if low.note:
-            entry["note"] = low.note
-        return entry
-    return {"status": "unsupported", "reason": UNSUPPORTED.get(op_type, "no WebNN lowering yet")}
+    return lowering_entry(LOWERINGS, UNSUPPORTED, op_type, "no WebNN lowering yet")
