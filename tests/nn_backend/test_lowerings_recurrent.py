@@ -521,3 +521,54 @@ def test_gru_state_through_chains_of_rank_changes(tmp_path: Path) -> None:
     assert_close(got["h_out"], h[0])
     # expandDims: x, the state; squeeze: y, the final state
     assert layer_kinds(path) == {"gru": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_bidirectional_final_state_read_whole_through_a_rank_change(tmp_path: Path) -> None:
+    """A bidirectional final state read whole (no split), through a squeeze to [2H]: the two
+    directions' blobs are concatenated and squeezed straight to the [2H] value (one concatND, one
+    squeeze each; no squeeze to [1, 2H] first)."""
+    x, h0, c0 = _rand(S, 1, IN), _rand(1, 2 * H), _rand(1, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True, seed=19)
+
+    def body(b, x, h0, c0):
+        _, hn, cn = b.lstm(x=x, initial_h=h0, initial_c=c0, direction="bidirectional", **params, name="lstm")
+        return [b.squeeze(x=hn, axes=[0], name="h"), b.squeeze(x=cn, axes=[0], name="c")]
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["h"], h[0])
+    assert_close(got["c"], c[0])
+    # expandDims: x, h0, c0 (then split at run time: splitND each)
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1, "expandDims": 3, "splitND": 2, "concatND": 2, "squeeze": 2}
+
+
+def test_a_result_read_in_another_rank5_layout_is_reshaped(tmp_path: Path) -> None:
+    """An rnn's final state [B, H] made the next rnn's sequence as [B, H, 1] (S=B, batch H,
+    input 1): its rank-5 blob [1, B, H, 1, 1] is not the [B, H, 1, 1, 1] the second layer reads,
+    so one reshapeStatic of it (the same elements) feeds the second layer, and the second result
+    also stays readable as a [B, H] value. Values: two torch.nn.RNN."""
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    torch.manual_seed(23)
+    m1, m2 = torch.nn.RNN(IN, H), torch.nn.RNN(1, 2)
+    with torch.no_grad():
+        _, h1 = m1(torch.from_numpy(x), torch.from_numpy(h0[None]))
+        y2, _ = m2(h1[0][:, :, None])
+
+    def weights(m: torch.nn.RNN) -> dict:
+        return {"weight_ih": m.weight_ih_l0.detach().numpy(), "weight_hh": m.weight_hh_l0.detach().numpy(),
+                "bias": (m.bias_ih_l0 + m.bias_hh_l0).detach().numpy()}
+
+    def body(b, x, h0):
+        _, hn = b.rnn(x=x, initial_h=h0, activation="tanh", **weights(m1), name="rnn1")
+        ys, _ = b.rnn(x=b.expand_dims(x=hn, axes=[2]), initial_h=np.zeros((H, 2), np.float32), activation="tanh",
+                      output_sequence=True, **weights(m2), name="rnn2")
+        return [b.identity(x=ys, name="y"), b.identity(x=hn, name="h")]
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y"], y2.numpy())
+    assert_close(got["h"], h1.numpy()[0])
+    # expandDims: x, h0; reshapeStatic: rnn1's state as rnn2's sequence; squeeze: y and h
+    assert layer_kinds(path) == {"simpleRecurrent": 2, "expandDims": 2, "reshapeStatic": 1, "squeeze": 2}

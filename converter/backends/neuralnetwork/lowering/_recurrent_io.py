@@ -46,8 +46,8 @@ X_AXES, STATE_AXES = (3, 4), (0, 3, 4)  # the unit axes of the rank-5 sequence a
 
 Shape = tuple[Dim, ...]
 
-#: per emitter, the rank-5 blob each recurrent result (or half of a final state) is held in
-_RANK5_BLOBS: WeakKeyDictionary[NetworkEmitter, dict[Value, str]] = WeakKeyDictionary()
+#: per emitter, the rank-5 blob (and its shape) each recurrent result or half of a final state is held in
+_RANK5_BLOBS: WeakKeyDictionary[NetworkEmitter, dict[Value, tuple[str, Shape]]] = WeakKeyDictionary()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -267,11 +267,13 @@ def output_sink(r: Value, shape: Shape, block: Block | None) -> Sink:
 class FinalHalves:
     """A final state's blobs (one per direction) and what reads them: ``results`` the values they
     hold (a bidirectional state's split halves, a unidirectional state itself), each one's sink,
-    and the split and rank changes before it."""
+    and the split and rank changes before it. ``joined``: a bidirectional state read otherwise, its
+    two blobs concatenated into the one sink of ``results[0]``."""
 
     absorbed: list[Op]
     halves: list[Sink]
     results: list[Value]
+    joined: bool = False
 
 
 def final_halves(r: Value, hidden: int | None, block: Block | None) -> FinalHalves | None:
@@ -296,36 +298,44 @@ def final_halves(r: Value, hidden: int | None, block: Block | None) -> FinalHalv
 # Emission
 
 
-def record_rank5(e: NetworkEmitter, v: Value, blob: str) -> None:
-    """``blob`` holds ``v`` in rank 5: a layer reading ``v`` as a recurrent input reads it."""
-    _RANK5_BLOBS.setdefault(e, {})[v] = blob
+def record_rank5(e: NetworkEmitter, v: Value, blob: str, shape: Shape) -> None:
+    """``blob`` (of ``shape``) holds ``v`` in rank 5: a recurrent layer reading ``v`` reads it."""
+    _RANK5_BLOBS.setdefault(e, {})[v] = (blob, shape)
 
 
-def _recorded(e: NetworkEmitter, v: Value) -> str | None:
+def _recorded(e: NetworkEmitter, v: Value) -> tuple[str, Shape] | None:
     scope: NetworkEmitter | None = e
     while scope is not None:
-        blob = _RANK5_BLOBS.get(scope, {}).get(v)
-        if blob is not None:
-            return blob
+        found = _RANK5_BLOBS.get(scope, {}).get(v)
+        if found is not None:
+            return found
         scope = scope.parent
     return None
 
 
 def read_source(e: NetworkEmitter, s: Source, base: str) -> str:
     """The rank-5 blob ``s`` describes (one layer at most)."""
+    blob = None
     if s.expand is None and not s.reshape:
         recorded = _recorded(e, s.value)
-        if recorded is not None or same_shape(dims(s.value), s.target):
-            return recorded or e.blob(s.value)
-        axes = unit_axes_between(s.target, dims(s.value) or ())  # a result whose layer blob is unknown
-        if axes is None:
-            raise LoweringError(f"'{s.value.name}' has no rank-5 form {list(s.target)}")
-        s = Source(s.value, s.target, axes)
+        if same_shape(dims(s.value), s.target):
+            return e.blob(s.value)
+        if recorded is not None and same_shape(recorded[1], s.target):
+            return recorded[0]
+        if recorded is not None and is_static_shape(s.target):  # the same elements in another rank-5 shape
+            blob = recorded[0]
+            s = Source(s.value, s.target, None, True)
+        else:  # a result whose layer blob is not known
+            axes = unit_axes_between(s.target, dims(s.value) or ())
+            if axes is None:
+                raise LoweringError(f"'{s.value.name}' has no rank-5 form {list(s.target)}")
+            s = Source(s.value, s.target, axes)
+    blob = blob or e.blob(s.value)
     out = e.fresh(base)
     if s.expand is not None:
-        e.layer("expandDims", base, [e.blob(s.value)], [out]).axes.extend(s.expand)
+        e.layer("expandDims", base, [blob], [out]).axes.extend(s.expand)
     else:
-        e.layer("reshapeStatic", base, [e.blob(s.value)], [out]).targetShape.extend(int(d) for d in s.target)
+        e.layer("reshapeStatic", base, [blob], [out]).targetShape.extend(int(d) for d in s.target)
     return out
 
 

@@ -123,34 +123,42 @@ def _computed(v: Value) -> bool:
     return compile_time_value(v) is None
 
 
-def _x_source(op: Op) -> io.Source:
-    x = op.inputs["x"]
-    return io.input_source(x, io.with_unit_axes(io.dims(x) or (), X_AXES), op.block)
+def _source(op: Op, v: Value, unit_axes: tuple[int, ...]) -> io.Source:
+    """How the layer reads ``v`` with ``unit_axes`` inserted (an expandDims when its shape is not known)."""
+    shape = io.dims(v)
+    if shape is None:
+        return io.Source(v, (), unit_axes)
+    return io.input_source(v, io.with_unit_axes(shape, unit_axes), op.block)
+
+
+def _sink(op: Op, r: Value, unit_axes: tuple[int, ...]) -> io.Sink:
+    """Where the layer's blob holding ``r`` with ``unit_axes`` inserted goes (a squeeze to ``r``
+    when its shape is not known)."""
+    shape = io.dims(r)
+    if shape is None:
+        return io.Sink(r, unit_axes)
+    return io.output_sink(r, io.with_unit_axes(shape, unit_axes), op.block)
 
 
 def _state_sources(op: Op, v: Value, directions: int) -> io.StateHalves | None:
-    """How each direction's rank-5 state is read from the state input ``v`` (None: split at run time)."""
+    """How each direction's rank-5 state is read from the state input ``v`` (None: a bidirectional
+    state split at run time)."""
     if directions == 2:
         return io.state_halves(v, _hidden(op), op.block)
-    shape = io.dims(v)
-    if shape is None or len(shape) != 2:
-        return None
-    source = io.input_source(v, io.with_unit_axes(shape, STATE_AXES), op.block)
+    source = _source(op, v, STATE_AXES)
     return io.StateHalves(source.absorbed, [source])
 
 
-def _sinks(op: Op, directions: int) -> tuple[io.Sink, list[io.FinalHalves | None]]:
-    """Where the layer writes the sequence, and each final state's halves (None for a bidirectional
-    state not read through a split of its halves, or a unidirectional one: see `_state_sink`)."""
-    y = op.outputs[0]
-    y_sink = io.output_sink(y, io.with_unit_axes(io.dims(y) or (), X_AXES), op.block)
-    finals: list[io.FinalHalves | None] = []
+def _sinks(op: Op, directions: int) -> tuple[io.Sink, list[io.FinalHalves]]:
+    """Where the layer writes the sequence, and each final state's blobs."""
+    y_sink = _sink(op, op.outputs[0], X_AXES)
+    finals = []
     for r in op.outputs[1:]:
-        if directions == 2:
-            finals.append(io.final_halves(r, _hidden(op), op.block))
-        else:
-            sink = io.output_sink(r, io.with_unit_axes(io.dims(r) or (), STATE_AXES), op.block)
-            finals.append(io.FinalHalves(sink.absorbed, [sink], [r]))
+        halves = io.final_halves(r, _hidden(op), op.block) if directions == 2 else None
+        if halves is None:
+            sink = _sink(op, r, STATE_AXES)
+            halves = io.FinalHalves(sink.absorbed, [sink], [r], joined=directions == 2)
+        finals.append(halves)
     return y_sink, finals
 
 
@@ -158,7 +166,7 @@ def _absorbs(op: Op) -> list[Op]:
     """The rank changes (and concat, split) between the layer's rank-5 blobs and the op that only
     they read (_recurrent_io.py): no layers of their own."""
     n_dir = _directions(op)
-    out = list(_x_source(op).absorbed)
+    out = list(_source(op, op.inputs["x"], X_AXES).absorbed)
     for key in _state_keys(op):
         v = op.inputs[key]
         found = _state_sources(op, v, n_dir) if _computed(v) and len(v.uses) == 1 else None
@@ -167,14 +175,13 @@ def _absorbs(op: Op) -> list[Op]:
     y_sink, finals = _sinks(op, n_dir)
     out.extend(y_sink.absorbed)
     for f in finals:
-        if f is not None:
-            out.extend(f.absorbed)
-            out.extend(a for s in f.halves for a in s.absorbed)
+        out.extend(f.absorbed)
+        out.extend(a for s in f.halves for a in s.absorbed)
     return out
 
 
 def _sequence(e: NetworkEmitter, op: Op) -> str:
-    return io.read_source(e, _x_source(op), f"{op.name}_x5")
+    return io.read_source(e, _source(op, op.inputs["x"], X_AXES), f"{op.name}_x5")
 
 
 def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
@@ -194,8 +201,8 @@ def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
                             for i, h in enumerate(halves)])
         elif found is not None:
             per_key.append([io.read_source(e, s, f"{op.name}_{k}{i}_5") for i, s in enumerate(found.halves)])
-        else:
-            blob = io.read_source(e, io.Source(v, io.with_unit_axes(io.dims(v) or (), STATE_AXES)), f"{op.name}_{k}5")
+        else:  # both directions' states in one [1, B, 2H, 1, 1] blob, split at run time
+            blob = io.read_source(e, _source(op, v, STATE_AXES), f"{op.name}_{k}5")
             parts = [e.fresh(f"{op.name}_{k}_{d}") for d in ("fwd", "bwd")]
             split = e.layer("splitND", f"{op.name}_{k}_split", [blob], parts)
             split.axis, split.numSplits = 2, 2
@@ -209,7 +216,7 @@ def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
     n_states = len(op.outputs) - 1
     y_sink, finals = _sinks(op, directions)
     blobs = [io.sink_blob(e, y_sink, f"{op.name}_y5")]
-    states = [[io.sink_blob(e, f.halves[d] if f is not None else None, f"{op.name}_{'hc'[k]}{d}")
+    states = [[io.sink_blob(e, None if f.joined else f.halves[d], f"{op.name}_{'hc'[k]}{d}")
                for d in range(directions)] for k, f in enumerate(finals)]
     used = [len(r.uses) > 0 for r in op.outputs[1:]]
     if not any(used):
@@ -220,25 +227,26 @@ def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
 
 def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], directions: int) -> None:
     """The values read from the layer's rank-5 outputs; each result's rank-5 blob is recorded for
-    recurrent layers reading it."""
+    the recurrent layers reading it."""
     n_states = len(op.outputs) - 1
     y_sink, finals = _sinks(op, directions)
+    y = op.outputs[0]
     io.write_sink(e, y_sink, blobs[0], f"{op.name}_y")
-    io.record_rank5(e, op.outputs[0], blobs[0])
+    if io.dims(y) is not None:
+        io.record_rank5(e, y, blobs[0], io.with_unit_axes(io.dims(y), X_AXES))  # type: ignore[arg-type]
     for k, (r, f) in enumerate(zip(op.outputs[1:], finals)):
         if not len(r.uses):
             continue
         written = [blobs[1 + d * n_states + k] for d in range(directions)]
-        if f is not None:
-            for d, (sink, blob) in enumerate(zip(f.halves, written)):
-                io.write_sink(e, sink, blob, f"{op.name}_{'hc'[k]}{d if directions == 2 else ''}")
-                io.record_rank5(e, f.results[d], blob)
-            continue
-        sink = io.output_sink(r, (1, *(io.dims(r) or ())[:1], 2 * (_hidden(op) or 0), 1, 1), op.block)
-        both = io.sink_blob(e, sink, f"{op.name}_{'hc'[k]}5")
-        e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", written, [both]).axis = 2
-        io.write_sink(e, sink, both, f"{op.name}_{'hc'[k]}")
-        io.record_rank5(e, r, both)
+        if f.joined:
+            both = io.sink_blob(e, f.halves[0], f"{op.name}_{'hc'[k]}5")
+            e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", written, [both]).axis = 2
+            written = [both]
+        shape = io.dims(r)
+        for d, (sink, result, blob) in enumerate(zip(f.halves, f.results, written)):
+            io.write_sink(e, sink, blob, f"{op.name}_{'hc'[k]}{d if len(written) == 2 else ''}")
+            if shape is not None:  # [1, B, D*H, 1, 1], or [1, B, H, 1, 1] for each of two halves
+                io.record_rank5(e, result, blob, (1, shape[0], shape[1] if len(written) == 1 else _hidden(op), 1, 1))
 
 
 def _sizes(e: NetworkEmitter, op: Op) -> tuple[np.ndarray, np.ndarray, int, int]:
