@@ -164,7 +164,15 @@ def _sinks(op: Op, directions: int) -> tuple[io.Sink, list[io.FinalHalves]]:
 
 def _absorbs(op: Op) -> list[Op]:
     """The rank changes (and concat, split) between the layer's rank-5 blobs and the op that only
-    they read (_recurrent_io.py): no layers of their own."""
+    they read (_recurrent_io.py): no layers of their own. None when the op cannot be lowered (its
+    lowering reports why)."""
+    try:
+        return _wrapping_ops(op)
+    except LoweringError:
+        return []
+
+
+def _wrapping_ops(op: Op) -> list[Op]:
     n_dir = _directions(op)
     out = list(_source(op, op.inputs["x"], X_AXES).absorbed)
     for key in _state_keys(op):
