@@ -14,9 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import converter
 from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
+from converter.backends.neuralnetwork.lowering._recurrent_io import unit_axes_between
 from converter.errors import UnsupportedError
 
 from .helpers import assert_close, layer_kinds, program, run_nn
@@ -572,3 +575,20 @@ def test_a_result_read_in_another_rank5_layout_is_reshaped(tmp_path: Path) -> No
     assert_close(got["h"], h1.numpy()[0])
     # expandDims: x, h0; reshapeStatic: rnn1's state as rnn2's sequence; squeeze: y and h
     assert layer_kinds(path) == {"simpleRecurrent": 2, "expandDims": 2, "reshapeStatic": 1, "squeeze": 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 3), max_size=4), st.data())
+def test_unit_axes_between_are_the_axes_numpy_squeezes(small: list[int], data: st.DataObject) -> None:
+    """Property, numpy the oracle: for a shape with unit axes inserted anywhere (np.expand_dims),
+    the axes found squeeze it back to the shape (the expandDims / squeeze axes the recurrent I/O
+    writes); for dims in another order (not a rank change) there are none."""
+    extra = data.draw(st.integers(0, 3))
+    rank = len(small) + extra
+    axes = data.draw(st.lists(st.integers(0, max(rank - 1, 0)), min_size=extra, max_size=extra, unique=True))
+    big = np.expand_dims(np.zeros(small), tuple(axes)).shape
+    found = unit_axes_between(big, tuple(small))
+    assert found is not None and np.squeeze(np.zeros(big), axis=found).shape == tuple(small)
+    other = tuple(reversed(small))
+    if [d for d in other if d != 1] != [d for d in small if d != 1]:
+        assert unit_axes_between(big, other) is None
