@@ -138,7 +138,8 @@ def _last_axis(op: Op, shape: Shape | None, half: int | None) -> int | None:
 
 # ---------------------------------------------------------------------------------------------
 # Plans: which value a slot reads, which value an output blob is written as. Pure functions of the
-# program: the lowering and `absorbed_ops` (which runs before any layer is written) agree.
+# program: the lowering and its absorbed-ops plan (recurrent.py `_absorbs`, run before any layer is
+# written) agree on them.
 
 
 @dataclass
