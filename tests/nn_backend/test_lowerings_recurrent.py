@@ -14,9 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import converter
 from converter.backends.neuralnetwork.lowering import LOWERINGS, load_all
+from converter.backends.neuralnetwork.lowering._recurrent_io import unit_axes_between
 from converter.errors import UnsupportedError
 
 from .helpers import assert_close, layer_kinds, program, run_nn
@@ -37,14 +40,15 @@ def _hard_sigmoid(x: np.ndarray) -> np.ndarray:
     return np.clip(0.2 * x + 0.5, 0.0, 1.0)
 
 
-def _torch_lstm(x: np.ndarray, h0: np.ndarray, c0: np.ndarray, bidirectional: bool):
+def _torch_lstm(x: np.ndarray, h0: np.ndarray, c0: np.ndarray, bidirectional: bool, seed: int = 3):
     """torch's LSTM with random weights, and those weights in the IR layout."""
-    torch.manual_seed(3)
-    m = torch.nn.LSTM(IN, H, bidirectional=bidirectional)
+    torch.manual_seed(seed)
     n_dir = 2 if bidirectional else 1
+    b, hid = h0.shape[0], h0.shape[1] // n_dir
+    m = torch.nn.LSTM(x.shape[-1], hid, bidirectional=bidirectional)
     with torch.no_grad():
-        y, (hn, cn) = m(torch.from_numpy(x), (torch.from_numpy(h0.reshape(B, n_dir, H).transpose(1, 0, 2).copy()),
-                                              torch.from_numpy(c0.reshape(B, n_dir, H).transpose(1, 0, 2).copy())))
+        y, (hn, cn) = m(torch.from_numpy(x), (torch.from_numpy(h0.reshape(b, n_dir, hid).transpose(1, 0, 2).copy()),
+                                              torch.from_numpy(c0.reshape(b, n_dir, hid).transpose(1, 0, 2).copy())))
 
     def ifoz(w: torch.Tensor) -> np.ndarray:  # torch stacks i, f, g(z), o
         i, f, g, o = np.split(w.detach().numpy(), 4)
@@ -55,8 +59,8 @@ def _torch_lstm(x: np.ndarray, h0: np.ndarray, c0: np.ndarray, bidirectional: bo
         params["weight_ih" + tag] = ifoz(getattr(m, f"weight_ih_l0{suffix}"))
         params["weight_hh" + tag] = ifoz(getattr(m, f"weight_hh_l0{suffix}"))
         params["bias" + tag] = ifoz(getattr(m, f"bias_ih_l0{suffix}") + getattr(m, f"bias_hh_l0{suffix}"))
-    h = hn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
-    c = cn.numpy().transpose(1, 0, 2).reshape(B, n_dir * H)
+    h = hn.numpy().transpose(1, 0, 2).reshape(b, n_dir * hid)
+    c = cn.numpy().transpose(1, 0, 2).reshape(b, n_dir * hid)
     return params, y.numpy(), h, c
 
 
@@ -327,9 +331,10 @@ def test_bidirectional_rank5_wrappers_are_absorbed(tmp_path: Path) -> None:
     assert layer_kinds(path) == {"biDirectionalLSTM": 1}
 
 
-def test_a_reshaped_state_is_one_reshape_to_rank5(tmp_path: Path) -> None:
-    """A state made by a reshape (a model's rank-1 state input): one reshapeStatic straight to
-    [1, B, H, 1, 1] instead of a reshape and an expandDims."""
+def test_a_reshaped_state_is_one_layer_to_rank5(tmp_path: Path) -> None:
+    """A state made by a reshape (a model's rank-1 state input): one expandDims of the [H] input
+    straight to [1, B, H, 1, 1] (the reshape, a rank change, absorbed) instead of a reshape and an
+    expandDims."""
     x, h0 = _rand(S, 1, IN), _rand(1, H)
     w_ih, w_hh = _rand(H, IN), _rand(H, H)
 
@@ -345,7 +350,7 @@ def test_a_reshaped_state_is_one_reshape_to_rank5(tmp_path: Path) -> None:
     for t in range(S):
         h = 1 / (1 + np.exp(-(x[t] @ w_ih.T + h @ w_hh.T)))
     assert_close(got, h)
-    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 1, "reshapeStatic": 1, "squeeze": 1}
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 2, "squeeze": 1}
 
 
 def test_relu_gate_results_follow_the_layers_pre_activation_clip(tmp_path: Path) -> None:
@@ -363,3 +368,227 @@ def test_relu_gate_results_follow_the_layers_pre_activation_clip(tmp_path: Path)
     (nn,) = run_nn(prog, {"x": x}, tmp_path / "m.mlmodel").values()
     assert_close(ir.reshape(-1), [30.0, 95.0])  # relu(80 + 0.5 * 30)
     assert_close(nn.reshape(-1), [30.0, 50.0])  # relu(clip(95, -50, 50))
+
+
+# ---------------------------------------------------------------------------------------------
+# The rank changes, concats and splits the pass pipeline leaves around the ops (the round trips of
+# builder/lstm_bidirectional, lstm_unidirectional, gru and embedding_simple_rnn): read through,
+# no layers of their own
+
+
+def test_bidirectional_states_as_the_pipeline_leaves_them(tmp_path: Path) -> None:
+    """lstm_bidirectional.mlmodel after the pipeline: each direction's [H] state feature goes in as
+    ``expand_dims(concat(h_fwd, h_bwd), [0])`` and comes out as ``split`` -> ``squeeze(axes=[0])``.
+    One biDirectionalLSTM, one expandDims per [H] state in and one squeeze per [H] state out (the
+    features' rank); no concatND, splitND or other rank changes. Values: torch."""
+    x = _rand(S, 1, IN)
+    hf, hb, cf, cb = (_rand(H) for _ in range(4))
+    params, y, h, c = _torch_lstm(x, np.concatenate([hf, hb])[None], np.concatenate([cf, cb])[None], True)
+
+    def body(b, x5, hf, cf, hb, cb):
+        h_in = b.expand_dims(x=b.concat(values=(hf, hb), axis=0), axes=[0])
+        c_in = b.expand_dims(x=b.concat(values=(cf, cb), axis=0), axes=[0])
+        ys, hn, cn = b.lstm(x=b.squeeze(x=x5, axes=[3, 4]), initial_h=h_in, initial_c=c_in,
+                            direction="bidirectional", output_sequence=True, **params, name="lstm")
+        outs = [b.expand_dims(x=ys, axes=[3, 4], name="y5")]
+        for v, tag in ((hn, "h"), (cn, "c")):
+            halves = b.split(x=v, num_splits=2, axis=1)
+            outs += [b.squeeze(x=part, axes=[0], name=f"{tag}{d}_out") for part, d in zip(halves, "fb")]
+        return outs
+
+    feeds = {"x5": x[:, :, :, None, None], "hf": hf, "cf": cf, "hb": hb, "cb": cb}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y[:, :, :, None, None])
+    for tag, full in (("h", h), ("c", c)):
+        assert_close(got[f"{tag}f_out"], full[0, :H])
+        assert_close(got[f"{tag}b_out"], full[0, H:])
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1, "expandDims": 4, "squeeze": 4}
+
+
+def test_bidirectional_halves_through_other_rank_changes(tmp_path: Path) -> None:
+    """Batch 3 and other forms of the same: halves given unit axes before a concat on the axis
+    before them, a concat reshaped and squeezed, a final state expanded before a split on axis -1
+    whose halves become rank 5, a split by sizes whose halves are read as they are. The rank-5
+    halves are written by the layer itself; the [B, H] ones cost one squeeze each."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, 2 * H), _rand(B, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True, seed=11)
+
+    def body(b, x, hf, hb, cf, cb):
+        h_cat = b.concat(values=(b.expand_dims(x=hf, axes=[2]), b.expand_dims(x=hb, axes=[-1])), axis=1)
+        h_in = b.squeeze(x=h_cat, axes=[2])  # [B, 2H, 1] -> [B, 2H]
+        c_in = b.squeeze(x=b.reshape(x=b.concat(values=(cf, cb), axis=-1), shape=[1, B, 2 * H]), axes=[0])
+        ys, hn, cn = b.lstm(x=x, initial_h=h_in, initial_c=c_in, direction="bidirectional", output_sequence=True,
+                            **params, name="lstm")
+        h_halves = b.split(x=b.expand_dims(x=hn, axes=[0]), num_splits=2, axis=-1)  # [1, B, H] each
+        c_halves = b.split(x=cn, split_sizes=[H, H], axis=1)
+        return [b.identity(x=ys, name="y"),
+                *[b.expand_dims(x=v, axes=[3, 4], name=f"h{d}_5") for v, d in zip(h_halves, "fb")],
+                *[b.identity(x=v, name=f"c{d}_out") for v, d in zip(c_halves, "fb")]]
+
+    feeds = {"x": x, "hf": h0[:, :H], "hb": h0[:, H:], "cf": c0[:, :H], "cb": c0[:, H:]}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y"], y)
+    assert_close(got["hf_5"], h[None, :, :H, None, None])
+    assert_close(got["hb_5"], h[None, :, H:, None, None])
+    assert_close(got["cf_out"], c[:, :H])
+    assert_close(got["cb_out"], c[:, H:])
+    # expandDims: x and the four [B, H] halves; squeeze: y and the two c halves
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1, "expandDims": 5, "squeeze": 3}
+
+
+def test_an_interleaved_concat_is_not_the_two_directions(tmp_path: Path) -> None:
+    """Regression: ``concat(interleave=True)`` of two [B, H] values alternates their columns; it is
+    not [forward | backward] and must not be read as the two directions' halves."""
+    x, hf, hb, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H), _rand(B, 2 * H)
+    h0 = np.stack([hf, hb], axis=-1).reshape(B, 2 * H)  # interleaved columns
+    params, y, h, c = _torch_lstm(x, h0, c0, True, seed=13)
+
+    def body(b, x, hf, hb, c0):
+        h_in = b.concat(values=(hf, hb), axis=1, interleave=True)
+        return list(b.lstm(x=x, initial_h=h_in, initial_c=c0, direction="bidirectional", output_sequence=True,
+                           **params, name="lstm"))
+
+    feeds = {"x": x, "hf": hf, "hb": hb, "c0": c0}
+    outs = list(run_nn(program(feeds, body), feeds, tmp_path / "m.mlmodel").values())
+    assert_close(outs[0], y)
+    assert_close(outs[1], h)
+    assert_close(outs[2], c)
+
+
+def test_stacked_layers_pass_the_rank5_sequence(tmp_path: Path) -> None:
+    """lstm_unidirectional.mlmodel's two LSTMs: the first one's sequence feeds the second as the
+    rank-5 blob it writes (no squeeze and expandDims between); values: two torch LSTMs chained."""
+    x, h0, c0 = _rand(S, B, IN), _rand(B, H), _rand(B, H)
+    p1, y1, _, _ = _torch_lstm(x, h0, c0, False, seed=3)
+    zeros = np.zeros((B, H), np.float32)
+    p2, y2, h2, _ = _torch_lstm(y1, zeros, zeros, False, seed=4)
+
+    def body(b, x, h0, c0):
+        ys, _, _ = b.lstm(x=x, initial_h=h0, initial_c=c0, output_sequence=True, **p1, name="lstm1")
+        ys2, hn2, _ = b.lstm(x=ys, initial_h=zeros, initial_c=zeros, output_sequence=True, **p2, name="lstm2")
+        return [b.identity(x=ys2, name="y"), b.identity(x=hn2, name="h")]
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y"], y2)
+    assert_close(got["h"], h2)
+    # expandDims: x, h0, c0 of the first; squeeze: the second's sequence and final h
+    assert layer_kinds(path) == {"uniDirectionalLSTM": 2, "expandDims": 3, "squeeze": 2}
+
+
+def test_rank1_state_features_of_rnn_as_the_pipeline_leaves_them(tmp_path: Path) -> None:
+    """embedding_simple_rnn / gru after the pipeline: a [H] state feature goes in through
+    ``expand_dims(axes=[0])``, the final state comes out through ``squeeze(axes=[0])``: one
+    expandDims and one squeeze straight between [H] and [1, 1, H, 1, 1]. Values: torch.nn.RNN."""
+    x, h0 = _rand(S, 1, IN), _rand(H)
+    torch.manual_seed(17)
+    m = torch.nn.RNN(IN, H)
+    with torch.no_grad():
+        y, hn = m(torch.from_numpy(x), torch.from_numpy(h0[None, None]))
+    w_ih, w_hh = m.weight_ih_l0.detach().numpy(), m.weight_hh_l0.detach().numpy()
+    bias = (m.bias_ih_l0 + m.bias_hh_l0).detach().numpy()
+
+    def body(b, x5, h_in):
+        ys, hn = b.rnn(x=b.squeeze(x=x5, axes=[3, 4]), initial_h=b.expand_dims(x=h_in, axes=[0]), weight_ih=w_ih,
+                       weight_hh=w_hh, bias=bias, activation="tanh", output_sequence=True, name="rnn")
+        return [b.expand_dims(x=ys, axes=[3, 4], name="y5"), b.squeeze(x=hn, axes=[0], name="h_out")]
+
+    feeds = {"x5": x[:, :, :, None, None], "h_in": h0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y5"], y.numpy()[:, :, :, None, None])
+    assert_close(got["h_out"], hn.numpy().reshape(H))
+    assert layer_kinds(path) == {"simpleRecurrent": 1, "expandDims": 1, "squeeze": 1}
+
+
+def test_gru_state_through_chains_of_rank_changes(tmp_path: Path) -> None:
+    """Two rank changes on each side of the state ([H] -> [1, 1, H] -> [1, H] in, [1, H] ->
+    [1, H, 1] -> [H] out) are one expandDims and one squeeze. Values: the gru recurrence."""
+    x, h0 = _rand(S, 1, IN), _rand(H)
+    w_ih, w_hh, bias = _rand(3 * H, IN), _rand(3 * H, H), _rand(3 * H)
+
+    def body(b, x, h_in):
+        h = b.squeeze(x=b.reshape(x=h_in, shape=[1, 1, H]), axes=[0])
+        ys, hn = b.gru(x=x, initial_h=h, weight_ih=w_ih, weight_hh=w_hh, bias=bias, output_sequence=True,
+                       name="gru")
+        return [b.identity(x=ys, name="y"), b.squeeze(x=b.expand_dims(x=hn, axes=[2]), axes=[0, 2], name="h_out")]
+
+    feeds = {"x": x, "h_in": h0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    ys, h = _np_gru(x, h0[None], w_ih, w_hh, bias, _sigmoid, np.tanh, False)
+    assert_close(got["y"], ys)
+    assert_close(got["h_out"], h[0])
+    # expandDims: x, the state; squeeze: y, the final state
+    assert layer_kinds(path) == {"gru": 1, "expandDims": 2, "squeeze": 2}
+
+
+def test_bidirectional_final_state_read_whole_through_a_rank_change(tmp_path: Path) -> None:
+    """A bidirectional final state read whole (no split), through a squeeze to [2H]: the two
+    directions' blobs are concatenated and squeezed straight to the [2H] value (one concatND, one
+    squeeze each; no squeeze to [1, 2H] first)."""
+    x, h0, c0 = _rand(S, 1, IN), _rand(1, 2 * H), _rand(1, 2 * H)
+    params, y, h, c = _torch_lstm(x, h0, c0, True, seed=19)
+
+    def body(b, x, h0, c0):
+        _, hn, cn = b.lstm(x=x, initial_h=h0, initial_c=c0, direction="bidirectional", **params, name="lstm")
+        return [b.squeeze(x=hn, axes=[0], name="h"), b.squeeze(x=cn, axes=[0], name="c")]
+
+    feeds = {"x": x, "h0": h0, "c0": c0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["h"], h[0])
+    assert_close(got["c"], c[0])
+    # expandDims: x, h0, c0 (then split at run time: splitND each)
+    assert layer_kinds(path) == {"biDirectionalLSTM": 1, "expandDims": 3, "splitND": 2, "concatND": 2, "squeeze": 2}
+
+
+def test_a_result_read_in_another_rank5_layout_is_reshaped(tmp_path: Path) -> None:
+    """An rnn's final state [B, H] made the next rnn's sequence as [B, H, 1] (S=B, batch H,
+    input 1): its rank-5 blob [1, B, H, 1, 1] is not the [B, H, 1, 1, 1] the second layer reads,
+    so one reshapeStatic of it (the same elements) feeds the second layer, and the second result
+    also stays readable as a [B, H] value. Values: two torch.nn.RNN."""
+    x, h0 = _rand(S, B, IN), _rand(B, H)
+    torch.manual_seed(23)
+    m1, m2 = torch.nn.RNN(IN, H), torch.nn.RNN(1, 2)
+    with torch.no_grad():
+        _, h1 = m1(torch.from_numpy(x), torch.from_numpy(h0[None]))
+        y2, _ = m2(h1[0][:, :, None])
+
+    def weights(m: torch.nn.RNN) -> dict:
+        return {"weight_ih": m.weight_ih_l0.detach().numpy(), "weight_hh": m.weight_hh_l0.detach().numpy(),
+                "bias": (m.bias_ih_l0 + m.bias_hh_l0).detach().numpy()}
+
+    def body(b, x, h0):
+        _, hn = b.rnn(x=x, initial_h=h0, activation="tanh", **weights(m1), name="rnn1")
+        ys, _ = b.rnn(x=b.expand_dims(x=hn, axes=[2]), initial_h=np.zeros((H, 2), np.float32), activation="tanh",
+                      output_sequence=True, **weights(m2), name="rnn2")
+        return [b.identity(x=ys, name="y"), b.identity(x=hn, name="h")]
+
+    feeds = {"x": x, "h0": h0}
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program(feeds, body), feeds, path)
+    assert_close(got["y"], y2.numpy())
+    assert_close(got["h"], h1.numpy()[0])
+    # expandDims: x, h0; reshapeStatic: rnn1's state as rnn2's sequence; squeeze: y and h
+    assert layer_kinds(path) == {"simpleRecurrent": 2, "expandDims": 2, "reshapeStatic": 1, "squeeze": 2}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.integers(1, 3), max_size=4), st.data())
+def test_unit_axes_between_are_the_axes_numpy_squeezes(small: list[int], data: st.DataObject) -> None:
+    """Property, numpy the oracle: for a shape with unit axes inserted anywhere (np.expand_dims),
+    the axes found squeeze it back to the shape (the expandDims / squeeze axes the recurrent I/O
+    writes); for dims in another order (not a rank change) there are none."""
+    extra = data.draw(st.integers(0, 3))
+    rank = len(small) + extra
+    axes = data.draw(st.lists(st.integers(0, max(rank - 1, 0)), min_size=extra, max_size=extra, unique=True))
+    big = np.expand_dims(np.zeros(small), tuple(axes)).shape
+    found = unit_axes_between(big, tuple(small))
+    assert found is not None and np.squeeze(np.zeros(big), axis=found).shape == tuple(small)
+    other = tuple(reversed(small))
+    if [d for d in other if d != 1] != [d for d in small if d != 1]:
+        assert unit_axes_between(big, other) is None

@@ -35,8 +35,10 @@ import numpy as np
 from ....errors import LoweringError
 from ....ir.consteval import compile_time_value
 from ....ir.core import Op, Value
-from ....ir.types import TensorType, is_static_dim
+from ....ir.types import is_static_dim
 from ..emitter import NetworkEmitter, op_input
+from . import _recurrent_io as io
+from ._recurrent_io import STATE_AXES, X_AXES
 from .quant import QuantizedWeights, compressed
 from .registry import lowering
 
@@ -49,22 +51,6 @@ LSTM_GATES = ("inputGate", "forgetGate", "outputGate", "blockInput")  # the IR's
 GRU_GATES = ("resetGate", "outputGate", "updateGate")  # the IR's roz blocks
 CLIP_NOTE = ("NeuralNetwork clips every gate pre-activation to [-50, 50]: with relu or linear gate "
              "activations results differ where a pre-activation leaves that range")
-
-
-# ---------------------------------------------------------------------------------------------
-# Shared with other families: rank changes as layers
-
-
-def expand_dims(e: NetworkEmitter, blob: str, axes: Sequence[int], base: str) -> str:
-    out = e.fresh(base)
-    e.layer("expandDims", base, [blob], [out]).axes.extend(int(a) for a in axes)
-    return out
-
-
-def squeeze_into(e: NetworkEmitter, blob: str, axes: Sequence[int], result: Value, base: str) -> None:
-    """``result`` = ``blob`` with ``axes`` removed, when anything reads ``result``."""
-    if len(result.uses):
-        e.layer("squeeze", base, [blob], [e.define(result)]).axes.extend(int(a) for a in axes)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -114,94 +100,7 @@ def _matrix_blocks(op: Op, key: str, dense: np.ndarray, n: int) -> list[np.ndarr
 
 
 # ---------------------------------------------------------------------------------------------
-# Inputs and outputs
-
-
-X_AXES, STATE_AXES = (3, 4), (0, 3, 4)  # the unit axes of the rank-5 sequence and states
-
-
-def _const_axes(op: Op, rank: int) -> tuple[int, ...] | None:
-    axes = compile_time_value(op.inputs["axes"]) if isinstance(op.inputs.get("axes"), Value) else None
-    if axes is None:
-        return None
-    return tuple(sorted(int(a) + rank if int(a) < 0 else int(a) for a in np.asarray(axes).reshape(-1)))
-
-
-def rank5_source(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
-    """The op making ``v`` from a rank-5 value by dropping its unit axes ``unit_axes`` (a ``squeeze``
-    of those axes, or a ``reshape`` to the other dims), if that is how ``v`` is made."""
-    p = v.producer
-    src = p.inputs.get("x") if p is not None and p.type in ("squeeze", "reshape") else None
-    if not isinstance(src, Value) or not isinstance(src.type, TensorType) or not isinstance(v.type, TensorType):
-        return None
-    shape, out = src.type.shape, v.type.shape
-    if shape is None or out is None or len(shape) != 5:
-        return None
-    if p.type == "squeeze":
-        return p if _const_axes(p, 5) == unit_axes else None
-    kept = tuple(d for i, d in enumerate(shape) if i not in unit_axes)
-    units = all(is_static_dim(shape[i]) and int(shape[i]) == 1 for i in unit_axes)
-    return p if units and tuple(out) == kept else None
-
-
-def reshape_source(v: Value) -> Op | None:
-    """The ``reshape`` making ``v`` when ``v``'s shape is static: the layer's rank-5 input can be one
-    ``reshapeStatic`` of that reshape's input instead of a reshape and an ``expandDims``."""
-    p = v.producer
-    if p is None or p.type != "reshape" or not isinstance(p.inputs.get("x"), Value):
-        return None
-    t = v.type
-    return p if isinstance(t, TensorType) and t.shape is not None and all(map(is_static_dim, t.shape)) else None
-
-
-def _to_rank5(e: NetworkEmitter, v: Value, unit_axes: tuple[int, ...], base: str) -> str:
-    """``v`` with the unit axes ``unit_axes`` inserted: read past the op that dropped them, or one
-    ``reshapeStatic`` of the input of the reshape making ``v``, else an ``expandDims``."""
-    p = rank5_source(v, unit_axes)
-    if p is not None:
-        return e.blob(p.inputs["x"])
-    r = reshape_source(v)
-    if r is not None:
-        dims = [int(d) for d in v.type.shape]  # type: ignore[union-attr]
-        for a in unit_axes:
-            dims.insert(a, 1)
-        out = e.fresh(base)
-        e.layer("reshapeStatic", base, [e.blob(r.inputs["x"])], [out]).targetShape.extend(dims)
-        return out
-    return expand_dims(e, e.blob(v), unit_axes, base)
-
-
-def _wrapping_input(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
-    return rank5_source(v, unit_axes) or reshape_source(v)
-
-
-def rank5_wrapper(v: Value, unit_axes: tuple[int, ...]) -> Op | None:
-    """The one op reading ``v`` when it is ``expand_dims(v, unit_axes)`` (giving the rank-5 form)."""
-    uses = list(v.uses)
-    user = uses[0].user if len(uses) == 1 else None
-    if not isinstance(user, Op) or user.type != "expand_dims" or not isinstance(v.type, TensorType):
-        return None
-    if v.producer is None or user.block is not v.producer.block:  # absorbed ops are of the op's block
-        return None
-    if v.type.shape is None or len(v.type.shape) + len(unit_axes) != 5:
-        return None
-    return user if _const_axes(user, 5) == unit_axes else None
-
-
-def rank1_reader(r: Value) -> Op | None:
-    """The one op reading a final state ``r`` ([1, H]) when it is ``squeeze(r, axes=[0])`` (the [H]
-    form a declared rank-1 state feature has): squeezed straight from the layer's rank-5 state."""
-    uses = list(r.uses)
-    user = uses[0].user if len(uses) == 1 else None
-    shape = r.type.shape if isinstance(r.type, TensorType) else None
-    if not isinstance(user, Op) or user.type != "squeeze" or r.producer is None or user.block is not r.producer.block:
-        return None
-    if shape is None or len(shape) != 2 or not (is_static_dim(shape[0]) and int(shape[0]) == 1):
-        return None
-    return user if _const_axes(user, 2) == (0,) else None
-
-
-RANK1_STATE_AXES = (0, 1, 3, 4)
+# Inputs and outputs (the rank-5 blobs: _recurrent_io.py)
 
 
 def _directions(op: Op) -> int:
@@ -209,76 +108,14 @@ def _directions(op: Op) -> int:
     return 2 if direction is not None and str(np.asarray(direction).reshape(())) == "bidirectional" else 1
 
 
-def _const_int(v: object) -> int | None:
-    val = compile_time_value(v) if isinstance(v, Value) else None
-    return None if val is None or np.asarray(val).size != 1 else int(np.asarray(val).reshape(()))
-
-
-def state_parts(v: Value, directions: int) -> tuple[list[Value], Op | None] | None:
-    """Each direction's ``[B, H]`` state in ``v`` (``[B, D*H]``): ``v`` itself, or the two halves a
-    ``concat`` on the last axis makes it of (and that concat); None for a bidirectional state made
-    otherwise."""
-    if directions == 1:
-        return [v], None
-    c = v.producer
-    parts = c.inputs.get("values") if c is not None and c.type == "concat" else None
-    if not isinstance(parts, tuple) or len(parts) != 2 or _const_int(c.inputs.get("axis")) not in (1, -1):
-        return None
-    return list(parts), c
-
-
-def state_wrappers(r: Value, directions: int) -> tuple[list[Op], list[Op]] | None:
-    """The ``expand_dims`` giving each direction's rank-5 final state from the result ``r``, and
-    every op between (the one reader of ``r``: the wrapper, or a ``split`` in two halves of it on
-    the last axis whose halves each have one wrapper)."""
-    if directions == 1:
-        w = rank5_wrapper(r, STATE_AXES) or rank1_reader(r)
-        return ([w], [w]) if w is not None else None
-    uses = list(r.uses)
-    split = uses[0].user if len(uses) == 1 else None
-    if not isinstance(split, Op) or split.type != "split" or split.block is not r.producer.block:  # type: ignore[union-attr]
-        return None
-    if _const_int(split.inputs.get("axis")) not in (1, -1) or _const_int(split.inputs.get("num_splits")) != 2:
-        return None
-    wrappers = [rank5_wrapper(half, STATE_AXES) for half in split.outputs]
-    if len(wrappers) != 2 or any(w is None for w in wrappers):
-        return None
-    return wrappers, [split, *wrappers]  # type: ignore[list-item]
-
-
 def _state_keys(op: Op) -> list[str]:
     return ["initial_h", "initial_c"] if op.type == "lstm" else ["initial_h"]
 
 
-def _absorbs(op: Op) -> list[Op]:
-    """The wrapping ops the layer makes unnecessary (module docstring): those making its inputs from
-    rank-5 values (each read only on the way to it), and those making rank-5 values of its results."""
-    n_dir = _directions(op)
-    out = []
-    x = op.inputs["x"]
-    p = _wrapping_input(x, X_AXES)
-    if p is not None and len(x.uses) == 1:
-        out.append(p)
-    for key in _state_keys(op):
-        v = op.inputs[key]
-        found = state_parts(v, n_dir)
-        if found is None or not _computed(v) or len(v.uses) != 1:
-            continue
-        parts, concat = found
-        if concat is not None:
-            out.append(concat)
-        for u in parts:  # each read only by the concat (or the op)
-            p = _wrapping_input(u, STATE_AXES)
-            if p is not None and len(u.uses) == 1:
-                out.append(p)
-    w = rank5_wrapper(op.outputs[0], X_AXES)
-    if w is not None:
-        out.append(w)
-    for r in op.outputs[1:]:
-        found2 = state_wrappers(r, n_dir)
-        if found2 is not None:
-            out.extend(found2[1])
-    return out
+def _hidden(op: Op) -> int | None:
+    """H: the last dim of a final state over the directions."""
+    shape = io.dims(op.outputs[1])
+    return int(shape[-1]) // _directions(op) if shape and is_static_dim(shape[-1]) else None
 
 
 def _computed(v: Value) -> bool:
@@ -286,8 +123,73 @@ def _computed(v: Value) -> bool:
     return compile_time_value(v) is None
 
 
+def _source(op: Op, v: Value, unit_axes: tuple[int, ...]) -> io.Source:
+    """How the layer reads ``v`` with ``unit_axes`` inserted (an expandDims when its shape is not known)."""
+    shape = io.dims(v)
+    if shape is None:
+        return io.Source(v, (), unit_axes)
+    return io.input_source(v, io.with_unit_axes(shape, unit_axes), op.block)
+
+
+def _sink(op: Op, r: Value, unit_axes: tuple[int, ...]) -> io.Sink:
+    """Where the layer's blob holding ``r`` with ``unit_axes`` inserted goes (a squeeze to ``r``
+    when its shape is not known)."""
+    shape = io.dims(r)
+    if shape is None:
+        return io.Sink(r, unit_axes)
+    return io.output_sink(r, io.with_unit_axes(shape, unit_axes), op.block)
+
+
+def _state_sources(op: Op, v: Value, directions: int) -> io.StateHalves | None:
+    """How each direction's rank-5 state is read from the state input ``v`` (None: a bidirectional
+    state split at run time)."""
+    if directions == 2:
+        return io.state_halves(v, _hidden(op), op.block)
+    source = _source(op, v, STATE_AXES)
+    return io.StateHalves(source.absorbed, [source])
+
+
+def _sinks(op: Op, directions: int) -> tuple[io.Sink, list[io.FinalHalves]]:
+    """Where the layer writes the sequence, and each final state's blobs."""
+    y_sink = _sink(op, op.outputs[0], X_AXES)
+    finals = []
+    for r in op.outputs[1:]:
+        halves = io.final_halves(r, _hidden(op), op.block) if directions == 2 else None
+        if halves is None:
+            sink = _sink(op, r, STATE_AXES)
+            halves = io.FinalHalves(sink.absorbed, [sink], [r], joined=directions == 2)
+        finals.append(halves)
+    return y_sink, finals
+
+
+def _absorbs(op: Op) -> list[Op]:
+    """The rank changes (and concat, split) between the layer's rank-5 blobs and the op that only
+    they read (_recurrent_io.py): no layers of their own. None when the op cannot be lowered (its
+    lowering reports why)."""
+    try:
+        return _wrapping_ops(op)
+    except LoweringError:
+        return []
+
+
+def _wrapping_ops(op: Op) -> list[Op]:
+    n_dir = _directions(op)
+    out = list(_source(op, op.inputs["x"], X_AXES).absorbed)
+    for key in _state_keys(op):
+        v = op.inputs[key]
+        found = _state_sources(op, v, n_dir) if _computed(v) and len(v.uses) == 1 else None
+        if found is not None:
+            out.extend(found.absorbed)
+    y_sink, finals = _sinks(op, n_dir)
+    out.extend(y_sink.absorbed)
+    for f in finals:
+        out.extend(f.absorbed)
+        out.extend(a for s in f.halves for a in s.absorbed)
+    return out
+
+
 def _sequence(e: NetworkEmitter, op: Op) -> str:
-    return _to_rank5(e, op.inputs["x"], X_AXES, f"{op.name}_x5")
+    return io.read_source(e, _source(op, op.inputs["x"], X_AXES), f"{op.name}_x5")
 
 
 def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
@@ -300,15 +202,15 @@ def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
         return []
     per_key: list[list[str]] = []
     for k, v, c in zip(keys, values, consts):
-        found = state_parts(v, directions)
+        found = _state_sources(op, v, directions) if c is None else None
         if c is not None:
             halves = np.split(np.asarray(c), directions, axis=-1)
             per_key.append([e.load_constant(None, h[None, :, :, None, None], f"{op.name}_{k}{i}")
                             for i, h in enumerate(halves)])
         elif found is not None:
-            per_key.append([_to_rank5(e, u, STATE_AXES, f"{op.name}_{k}{i}_5") for i, u in enumerate(found[0])])
-        else:
-            blob = expand_dims(e, e.blob(v), [0, 3, 4], f"{op.name}_{k}5")
+            per_key.append([io.read_source(e, s, f"{op.name}_{k}{i}_5") for i, s in enumerate(found.halves)])
+        else:  # both directions' states in one [1, B, 2H, 1, 1] blob, split at run time
+            blob = io.read_source(e, _source(op, v, STATE_AXES), f"{op.name}_{k}5")
             parts = [e.fresh(f"{op.name}_{k}_{d}") for d in ("fwd", "bwd")]
             split = e.layer("splitND", f"{op.name}_{k}_split", [blob], parts)
             split.axis, split.numSplits = 2, 2
@@ -318,16 +220,12 @@ def _states(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
 
 def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
     """The layer's output blobs: the sequence, then each direction's final states (as far as the
-    last one read); a result's rank-5 wrappers get theirs written directly."""
+    last one read); a blob is the value reading it through rank changes where there is one."""
     n_states = len(op.outputs) - 1
-    w = rank5_wrapper(op.outputs[0], X_AXES)
-    blobs = [e.define(w.outputs[0]) if w is not None else e.fresh(f"{op.name}_y5")]
-    states: list[list[str]] = []
-    for k, r in enumerate(op.outputs[1:]):
-        found = state_wrappers(r, directions)
-        states.append([e.define(w.outputs[0]) if w.type == "expand_dims" else e.fresh(f"{op.name}_{'hc'[k]}{d}")
-                       for d, w in enumerate(found[0])] if found is not None else
-                      [e.fresh(f"{op.name}_{'hc'[k]}{d}") for d in range(directions)])
+    y_sink, finals = _sinks(op, directions)
+    blobs = [io.sink_blob(e, y_sink, f"{op.name}_y5")]
+    states = [[io.sink_blob(e, None if f.joined else f.halves[d], f"{op.name}_{'hc'[k]}{d}")
+               for d in range(directions)] for k, f in enumerate(finals)]
     used = [len(r.uses) > 0 for r in op.outputs[1:]]
     if not any(used):
         return blobs
@@ -336,25 +234,27 @@ def _outputs(e: NetworkEmitter, op: Op, directions: int) -> list[str]:
 
 
 def _unwrap(e: NetworkEmitter, op: Op, blobs: list[str], directions: int) -> None:
-    """The op's results from the layer's rank-5 outputs (a result read only through its rank-5
-    wrappers has them already)."""
+    """The values read from the layer's rank-5 outputs; each result's rank-5 blob is recorded for
+    the recurrent layers reading it."""
     n_states = len(op.outputs) - 1
-    if rank5_wrapper(op.outputs[0], X_AXES) is None:
-        squeeze_into(e, blobs[0], [3, 4], op.outputs[0], f"{op.name}_y")
-    for k, result in enumerate(op.outputs[1:]):
-        found = state_wrappers(result, directions) if len(result.uses) else None
-        if found is not None and directions == 1 and found[0][0].type == "squeeze":  # rank-1 [H] result
-            squeeze_into(e, blobs[1 + k], RANK1_STATE_AXES, found[0][0].outputs[0], f"{op.name}_{'hc'[k]}")
+    y_sink, finals = _sinks(op, directions)
+    y = op.outputs[0]
+    io.write_sink(e, y_sink, blobs[0], f"{op.name}_y")
+    if io.dims(y) is not None:
+        io.record_rank5(e, y, blobs[0], io.with_unit_axes(io.dims(y), X_AXES))  # type: ignore[arg-type]
+    for k, (r, f) in enumerate(zip(op.outputs[1:], finals)):
+        if not len(r.uses):
             continue
-        if not len(result.uses) or found is not None:
-            continue
-        if directions == 1:
-            squeeze_into(e, blobs[1 + k], [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
-            continue
-        both = e.fresh(f"{op.name}_{'hc'[k]}5")
-        e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", [blobs[1 + k], blobs[1 + n_states + k]],
-                [both]).axis = 2
-        squeeze_into(e, both, [0, 3, 4], result, f"{op.name}_{'hc'[k]}")
+        written = [blobs[1 + d * n_states + k] for d in range(directions)]
+        if f.joined:
+            both = io.sink_blob(e, f.halves[0], f"{op.name}_{'hc'[k]}5")
+            e.layer("concatND", f"{op.name}_{'hc'[k]}_concat", written, [both]).axis = 2
+            written = [both]
+        shape = io.dims(r)
+        for d, (sink, result, blob) in enumerate(zip(f.halves, f.results, written)):
+            io.write_sink(e, sink, blob, f"{op.name}_{'hc'[k]}{d if len(written) == 2 else ''}")
+            if shape is not None:  # [1, B, D*H, 1, 1], or [1, B, H, 1, 1] for each of two halves
+                io.record_rank5(e, result, blob, (1, shape[0], shape[1] if len(written) == 1 else _hidden(op), 1, 1))
 
 
 def _sizes(e: NetworkEmitter, op: Op) -> tuple[np.ndarray, np.ndarray, int, int]:
