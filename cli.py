@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import click
 
 import converter
+from converter.cli_inspect import inspect_cmd
 from converter.errors import ConverterError, printable
 from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
 
@@ -75,6 +76,9 @@ class _Main(click.Group):
 def main() -> None:
     """Convert Core ML NeuralNetwork models, ML programs and WebNN graphs to ML programs (MIL),
     NeuralNetwork models or WebNN."""
+
+
+main.add_command(inspect_cmd)
 
 
 @main.command("ops")
