@@ -177,7 +177,19 @@ def summarize_program(prog: Program, *, fmt: str, file: str | None = None) -> Mo
     return ModelSummary(file=file, format=fmt, specification_version=prog.meta.get("spec_version"),
                         functions=functions, classifier=classifier_labels(prog),
                         op_histogram=dict(sorted(histogram.items(), key=lambda kv: (-kv[1], kv[0]))),
-                        parameters=parameter_census(prog), notes=list(prog.meta.get("notes", [])), program=prog)
+                        parameters=parameter_census(prog), notes=list(prog.meta.get("notes", [])), program=prog,
+                        metadata=_program_metadata(prog))
+
+
+def _program_metadata(prog: Program) -> dict[str, Any]:
+    """The metadata a program read from a Core ML file keeps in its description (empty otherwise)."""
+    from .formats.proto import Model_pb2
+
+    d = Model_pb2.ModelDescription()
+    raw = prog.meta.get("model_description")
+    if isinstance(raw, bytes):
+        d.ParseFromString(raw)
+    return model_metadata(d.metadata)
 
 
 def _function_summary(fn: Function, default: bool) -> FunctionSummary:
