@@ -93,6 +93,8 @@ def ops_cmd(as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=1))
         return
     width = max(len(r["op"]) for r in rows)
+    click.echo(f"{'op':<{width}}  {'opsets':<25}  {'kernel':<9}  {'origin':<7}  {'WebNN form':<18}  "
+               "NeuralNetwork form")
     for r in rows:
         kernel = "kernel" if r["has_kernel"] else "no kernel"
         origin = "IR-only" if r["ir_only"] else "MIL"
