@@ -215,3 +215,12 @@ def test_bad_input_is_one_error_line(tmp_path: Path):
     assert digest(text) == before
     r = _subprocess("inspect", missing)
     assert r.returncode == 2 and r.stderr.startswith("error: ") and "Traceback" not in r.stderr
+
+
+def test_readme_example_is_what_inspect_prints(tmp_path: Path, monkeypatch):
+    readme = (REPO / "README.md").read_text()
+    block = readme.split("$ converter inspect Classifier.mlmodel\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "Classifier.mlmodel").write_bytes(CLASSIFIER.read_bytes())
+    monkeypatch.chdir(tmp_path)
+    r = invoke("inspect", "Classifier.mlmodel")
+    assert r.exit_code == 0 and r.output == block
