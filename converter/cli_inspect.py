@@ -78,7 +78,7 @@ def inspect_cmd(model: str, as_json: bool, show_ir: bool, graph_path: str | None
             click.echo(print_program(prog), nl=False)
         return
     if as_json:
-        click.echo(json.dumps(summary.to_json(), indent=1, ensure_ascii=False))
+        click.echo(json.dumps(summary.to_json(), indent=1))  # ASCII: no raw control or bidi character
     else:
         _say(summary.text())
     if graph_path is not None:

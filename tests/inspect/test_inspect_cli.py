@@ -224,3 +224,24 @@ def test_readme_example_is_what_inspect_prints(tmp_path: Path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     r = invoke("inspect", "Classifier.mlmodel")
     assert r.exit_code == 0 and r.output == block
+
+
+def test_names_from_the_model_reach_the_terminal_escaped(tmp_path: Path):
+    """Feature, layer and metadata strings holding an OSC sequence, a newline or a bidi control."""
+    from ..cli.test_terminal_injection import EVIL_IN, EVIL_OUT, OSC, RAW
+    from ..nn.common import builder
+
+    b = builder({EVIL_IN: (3,)}, [EVIL_OUT], nd=True)
+    b.add_activation(f"relu{OSC}\n", "RELU", EVIL_IN, EVIL_OUT)
+    b.spec.description.metadata.author = f"me{OSC}\u202e"
+    b.spec.description.metadata.userDefined[f"k{OSC}"] = "v\nw"
+    path = tmp_path / "evil.mlmodel"
+    path.write_bytes(b.spec.SerializeToString())
+    for args in ((), ("--json",), ("--ir",), ("--graph", tmp_path / "g.html")):
+        r = invoke("inspect", path, *args)
+        assert r.exit_code == 0, r.output
+        assert not RAW.search(r.output), (args, r.output)
+    assert "author:      me\\x1b]0;pwned\\x07\\u202e" in invoke("inspect", path).output
+    assert json.loads(invoke("inspect", path, "--json").output)["metadata"]["author"] == f"me{OSC}\u202e"
+    page = (tmp_path / "g.html").read_text()
+    assert not RAW.search(page.replace("\n", " "))
