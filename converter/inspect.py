@@ -4,9 +4,10 @@ classifier labels, op and layer histograms, parameters by dtype, metadata) for `
 inspect``. Printing is elsewhere (converter/inspect_text.py); the JSON form is documented by
 docs/schemas/inspect.schema.json.
 
-A Core ML model the converter cannot read into the IR (a model type it does not convert, or a
-layer it refuses) is still described from its file: format, version, description features,
-metadata and layers, with the refusal as ``refusal``. A malformed file is an error.
+A Core ML model the converter cannot read into the IR (a model type it does not convert, a layer
+it refuses or finds malformed) is still described from its file: format, version, description
+features, metadata and layers, with the reason as ``refusal``. A file that is not a Core ML model
+(missing, not a protobuf message, a package without its manifest) is an error.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import UnsupportedError
+from .errors import ConverterError, FormatError, UnsupportedError
 from .interface import Feature, described
 from .interface import inputs as feature_inputs
 from .interface import outputs as feature_outputs
@@ -87,7 +88,8 @@ class ModelSummary:
     layer_histogram: dict[str, int] | None = None
     parameters: ParameterCensus | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
-    #: why the model could not be read into the IR (UnsupportedError's message); None when it was
+    #: why the model could not be read into the IR ("malformed: ..." when the frontend found the
+    #: model's content invalid); None when it was
     refusal: str | None = None
     notes: list[str] = field(default_factory=list)
     #: the program read (for --ir and --graph); None when the model was refused
@@ -141,7 +143,9 @@ def inspect_model(source: str | os.PathLike | Program) -> ModelSummary:
     try:
         prog: Program | None = load(path)
     except UnsupportedError as e:
-        prog, refusal = None, e.message
+        prog, refusal = None, _reason(e)
+    except FormatError as e:  # the file parsed, but its content is invalid for the converter
+        prog, refusal = None, f"malformed: {_reason(e)}"
     else:
         refusal = None
     kind = model.WhichOneof("Type") or "none"
@@ -163,6 +167,13 @@ def inspect_model(source: str | os.PathLike | Program) -> ModelSummary:
         for f in summary.functions:
             f.file_opset = opsets.get(f.name)
     return summary
+
+
+def _reason(e: ConverterError) -> str:
+    """The error's message with its location inside the model (the file is the one inspected)."""
+    where = ConverterError(e.message, function=e.function, op=e.op, op_type=e.op_type, field=e.field,
+                           offset=e.offset).where()
+    return f"{where}: {e.message}" if where else e.message
 
 
 def _program_format(prog: Program) -> str:

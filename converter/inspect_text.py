@@ -21,7 +21,7 @@ def summary_text(s: ModelSummary) -> str:
     if s.pipeline_stages:
         lines.append(f"stages:      {' -> '.join(s.pipeline_stages)}")
     if s.refusal:
-        lines.append(f"not convertible: {s.refusal}")
+        lines.append(f"refused:     {s.refusal}")
     lines.extend(_metadata_lines(s.metadata))
     for f in s.functions:
         lines.extend(_function_lines(f, several=len(s.functions) > 1))

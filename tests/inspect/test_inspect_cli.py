@@ -193,7 +193,7 @@ def test_graph_never_replaces_a_file_unless_asked(tmp_path: Path):
 def test_refused_model_is_described_and_its_graph_refused(tmp_path: Path):
     r = invoke("inspect", REFUSED)
     assert r.exit_code == 0, r.output
-    assert "not convertible: " in r.output and "treeEnsembleClassifier" in r.output
+    assert "refused:     only neural networks can be converted" in r.output and "treeEnsembleClassifier" in r.output
     line = one_error_line(invoke("inspect", REFUSED, "--graph", tmp_path / "g.dot"))
     assert "--ir and --graph need the model read into the IR" in line
     assert not (tmp_path / "g.dot").exists()

@@ -8,11 +8,14 @@ from collections import Counter
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 import converter
+from converter.errors import FormatError
 from converter.inspect import inspect_model
 from converter.ir.census import parameter_census
 
+from ..conftest import MODELS
 from ..mil.helpers import multifunction_program
 from ..optimize.counting import ct_load, ct_op_histogram
 from .helpers import (
@@ -179,3 +182,43 @@ def test_a_program_built_in_python():
     assert [f.opset for f in s.functions] == ["iOS18", "iOS18"] and s.op_histogram == {"relu": 1, "expand_dims": 1,
                                                                                         "linear": 1}
     assert s.metadata["user_defined"] == {} and s.to_json()["parameters"]["stored"]["fp32"]["elements"] == 48
+
+
+def test_a_model_the_frontend_finds_malformed_is_described_with_the_reason():
+    path = MODELS / "builder/elementwise_unary.mlmodel"
+    with pytest.raises(FormatError) as info:
+        converter.load(path)
+    s = inspect_model(path)
+    assert s.program is None and s.refusal == f"malformed: {info.value.where().split(', ', 1)[1]}: {info.value.message}"
+    assert s.format == "NeuralNetwork" and s.layer_histogram == Counter(
+        layer.WhichOneof("layer") for layer in ct_spec(path).neuralNetwork.layers)
+
+
+_SHARED_PACKAGES = sorted(MODELS.glob("*/*.mlpackage"))
+_SHARED_NN = sorted(MODELS.glob("*/*.mlmodel"))
+
+
+@pytest.mark.parametrize("path", _SHARED_PACKAGES, ids=lambda p: p.name)
+def test_op_histogram_is_coremltools_on_every_shared_ml_program(path: Path):
+    assert inspect_model(path).op_histogram == ct_op_histogram(ct_load(path))
+
+
+def test_layer_histogram_is_coremltools_layer_list_on_every_shared_neural_network():
+    """coremltools' _get_nn_layers lists a network's top-level layers (the first stage only of a
+    pipeline), so the comparison is on the models it reads whole: no pipeline, no nested network."""
+    from coremltools.models.utils import _get_nn_layers
+
+    from converter.formats.model_file import read_model_file
+    from converter.inspect import layer_histogram
+
+    compared = 0
+    for path in _SHARED_NN:
+        spec = ct_spec(path)
+        layers = list(_get_nn_layers(spec))
+        if spec.WhichOneof("Type") not in ("neuralNetwork", "neuralNetworkClassifier", "neuralNetworkRegressor") or any(
+                layer.WhichOneof("layer") in ("loop", "branch") for layer in layers):
+            continue
+        assert layer_histogram(read_model_file(path).model) == Counter(
+            layer.WhichOneof("layer") for layer in layers), path.name
+        compared += 1
+    assert compared >= 40
