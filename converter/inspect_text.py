@@ -55,9 +55,9 @@ def _metadata_lines(m: dict) -> list[str]:
 def _function_lines(f: FunctionSummary, *, several: bool) -> list[str]:
     head = f"function {f.name}" + (" (default)" if f.default and several else "")
     if f.opset:
-        head += f": opset {f.opset}" + (f" ({f.file_opset} in the file)" if f.file_opset else "")
+        head += f": opset {f.opset}" + (f" ({f.file_opset} in the file)" if f.file_opset else " (as read into the IR)")
     if f.ops is not None:
-        head += f", {f.ops} ops"
+        head += f", {f.ops} op{'' if f.ops == 1 else 's'}"
     out = [head]
     for kind, feats in (("input", f.inputs), ("output", f.outputs), ("state", f.states)):
         for feat in feats:
