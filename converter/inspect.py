@@ -205,8 +205,12 @@ def _program_metadata(prog: Program) -> dict[str, Any]:
 
 def _function_summary(fn: Function, default: bool) -> FunctionSummary:
     ops = sum(1 for op in fn.walk() if op.type not in ("const", "_const_symbolic"))
-    return FunctionSummary(fn.name, default, fn.opset, fn.meta.get("mil_opset"), feature_inputs(fn),
-                           feature_outputs(fn), feature_states(fn), ops)
+    ins = feature_inputs(fn)
+    states = feature_states(fn) or [f for f in ins if f.kind == "state"]
+    # a state is not passed with the inputs (Core ML lists it apart, in the description's states)
+    ins = [f for f in ins if f.kind != "state"]
+    return FunctionSummary(fn.name, default, fn.opset, fn.meta.get("mil_opset"), ins, feature_outputs(fn), states,
+                           ops)
 
 
 def _summarize_description(model: Any, path: str) -> ModelSummary:

@@ -222,3 +222,14 @@ def test_layer_histogram_is_coremltools_layer_list_on_every_shared_neural_networ
             layer.WhichOneof("layer") for layer in layers), path.name
         compared += 1
     assert compared >= 40
+
+
+def test_states_are_listed_apart_from_the_inputs(tmp_path: Path):
+    from ..mil.test_io import _stateful_program
+
+    path = converter.save(_stateful_program(), tmp_path / "s.mlpackage")
+    m = ct_spec(path)
+    fn = inspect_model(path).functions[0]
+    assert [f.name for f in fn.inputs] == [f.name for f in m.description.input] == ["x"]
+    assert [(f.name, f.kind, f.dtype, f.shape) for f in fn.states] == [("cache", "state", "float16", [2, 3])]
+    assert [f.name for f in m.description.state] == ["cache"]
