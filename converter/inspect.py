@@ -126,9 +126,10 @@ class ModelSummary:
 
 
 def inspect_model(source: str | os.PathLike | Program) -> ModelSummary:
-    """Describe a model file (``.mlmodel``, ``.mlpackage``, WebNN graph) or a program. Malformed
-    files raise `FormatError`, as `converter.load` does; a model the converter refuses is described
-    from its file (``refusal`` says why, ``program`` is None)."""
+    """Describe a model file (``.mlmodel``, ``.mlpackage``, WebNN graph) or a program. What is not
+    a model file (missing, not a protobuf message, no package manifest; a malformed WebNN graph)
+    raises `FormatError`; a Core ML model the converter refuses or finds malformed inside is
+    described from its file (``refusal`` says why, ``program`` is None)."""
     from .api import load
     from .formats.model_file import read_model_file
     from .frontends.webnn import is_webnn_path
