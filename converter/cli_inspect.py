@@ -65,24 +65,26 @@ def inspect_cmd(model: str, as_json: bool, show_ir: bool, graph_path: str | None
     except ConverterError as e:
         _fail(e)
     if show_ir:
-        from .ir.text import print_program
-
-        if function is not None:
-            from .ir.core import Program
-
-            one = Program()
-            one.functions[fn.name] = fn
-            one.default_function = fn.name
-            click.echo(print_program(one), nl=False)
-        else:
-            click.echo(print_program(prog), nl=False)
-        return
-    if as_json:
+        click.echo(_ir_text(prog, fn if function is not None else None), nl=False)
+    elif as_json:
         click.echo(json.dumps(summary.to_json(), indent=1))  # ASCII: no raw control or bidi character
     else:
         _say(summary.text())
-    if graph_path is not None:
-        _say(f"wrote {graph_path}", err=as_json)
+    if graph_path is not None:  # on stderr when stdout is for a program (JSON, IR text)
+        _say(f"wrote {graph_path}", err=as_json or show_ir)
+
+
+def _ir_text(prog, fn) -> str:  # noqa: ANN001 - Program, Function | None
+    """The IR text of the whole program, or of the one function ``fn``."""
+    from .ir.core import Program
+    from .ir.text import print_program
+
+    if fn is None:
+        return print_program(prog)
+    one = Program()
+    one.functions[fn.name] = fn  # a view for printing: fn is not moved (its block keeps its function)
+    one.default_function = fn.name
+    return print_program(one)
 
 
 def _check_graph_path(path: str, overwrite: bool) -> None:

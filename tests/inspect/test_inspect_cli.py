@@ -245,3 +245,10 @@ def test_names_from_the_model_reach_the_terminal_escaped(tmp_path: Path):
     assert json.loads(invoke("inspect", path, "--json").output)["metadata"]["author"] == f"me{OSC}\u202e"
     page = (tmp_path / "g.html").read_text()
     assert not RAW.search(page.replace("\n", " "))
+
+
+def test_ir_with_graph_keeps_stdout_parseable(tmp_path: Path):
+    r = invoke("inspect", PIPELINE, "--ir", "--graph", tmp_path / "g.dot")
+    assert r.exit_code == 0 and (tmp_path / "g.dot").is_file()
+    assert op_count(parse_program(r.stdout)) == json.loads(invoke("inspect", PIPELINE, "--json").output)["ops"]["total"]
+    assert r.stderr == f"wrote {tmp_path / 'g.dot'}\n"
