@@ -266,8 +266,12 @@ def svg(g: Graph) -> str:
 
 
 def to_html(g: Graph, *, title: str, summary: str) -> str:
-    """A static page: the model summary, then the drawing inline."""
-    drawing = svg(g)
+    """A static page: the model summary, then the drawing inline (or, for a graph too large to
+    draw here, a line saying so: the report is still worth the page)."""
+    try:
+        drawing = svg(g)
+    except UnsupportedError as e:
+        drawing = f"<p>Not drawn: {html.escape(e.message)}.</p>\n"
     t = html.escape(_printable(title))
     summary = "\n".join(_printable(line) for line in summary.splitlines())
     return ("<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

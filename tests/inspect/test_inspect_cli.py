@@ -252,3 +252,14 @@ def test_ir_with_graph_keeps_stdout_parseable(tmp_path: Path):
     assert r.exit_code == 0 and (tmp_path / "g.dot").is_file()
     assert op_count(parse_program(r.stdout)) == json.loads(invoke("inspect", PIPELINE, "--json").output)["ops"]["total"]
     assert r.stderr == f"wrote {tmp_path / 'g.dot'}\n"
+
+
+def test_a_graph_too_large_to_draw_is_refused_as_svg_but_the_page_has_the_report(tmp_path: Path, monkeypatch):
+    from converter import dataflow_graph
+
+    monkeypatch.setattr(dataflow_graph, "MAX_DRAWN_NODES", 10)
+    line = one_error_line(invoke("inspect", DEEPLAB, "--graph", tmp_path / "g.svg"))
+    assert "more than the 10 drawn here" in line and "--graph OUT.dot" in line and not (tmp_path / "g.svg").exists()
+    assert invoke("inspect", DEEPLAB, "--graph", tmp_path / "g.html").exit_code == 0
+    page = (tmp_path / "g.html").read_text()
+    assert "Not drawn: the graph has 381 nodes" in page and "513 x 513" in page and "<svg" not in page
