@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import click
 
 import converter
+from converter.cli_inspect import inspect_cmd
 from converter.errors import ConverterError, printable
 from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
 
@@ -77,6 +78,9 @@ def main() -> None:
     NeuralNetwork models or WebNN."""
 
 
+main.add_command(inspect_cmd)
+
+
 @main.command("ops")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def ops_cmd(as_json: bool) -> None:
@@ -89,6 +93,8 @@ def ops_cmd(as_json: bool) -> None:
         click.echo(json.dumps(rows, indent=1))
         return
     width = max(len(r["op"]) for r in rows)
+    click.echo(f"{'op':<{width}}  {'opsets':<25}  {'kernel':<9}  {'origin':<7}  {'WebNN form':<18}  "
+               "NeuralNetwork form")
     for r in rows:
         kernel = "kernel" if r["has_kernel"] else "no kernel"
         origin = "IR-only" if r["ir_only"] else "MIL"

@@ -223,6 +223,16 @@ def states(fn: Function) -> list[Feature]:
     return out
 
 
+def described(name: str, feature_type: bytes, short_description: str = "") -> Feature:
+    """A feature from a Core ML model description alone (no program: e.g. a model type the
+    converter does not read, which `converter inspect` still describes)."""
+    ft = desc.feature_from_bytes(feature_type)
+    f = _described(name, ft, None) if ft is not None and desc.feature_kind(ft) != "none" else Feature(
+        name, "unknown", None, None)
+    f.description = short_description
+    return f
+
+
 def fits(f: Feature, value: Any) -> bool:
     """Whether ``value``'s shape fits ``f``'s shape (flexible dims within their bounds)."""
     if f.shape is None:

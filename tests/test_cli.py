@@ -1,4 +1,4 @@
-"""The command line's own commands: --version, --help, ops [--json], example."""
+"""The command line's own commands: --version, --help, ops [--json], example (inspect: tests/inspect)."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ def test_version_and_help():
     assert r.exit_code == 0 and converter.__version__ in r.output
     r = CliRunner().invoke(cli.main, ["--help"])
     assert r.exit_code == 0
-    for cmd in ("convert", "run", "ops", "example"):
+    for cmd in ("convert", "run", "ops", "example", "inspect"):
         assert cmd in r.output
 
 
@@ -36,6 +36,15 @@ def test_ops_table_has_one_line_per_op():
     r = CliRunner().invoke(cli.main, ["ops"])
     assert r.exit_code == 0
     assert r.output.strip().splitlines()[-1] == f"{len(set(registered_op_types()) | set(mil_op_types()))} ops"
+
+
+def test_ops_table_has_a_header_over_its_columns():
+    lines = CliRunner().invoke(cli.main, ["ops"]).output.splitlines()
+    assert lines[0].split() == ["op", "opsets", "kernel", "origin", "WebNN", "form", "NeuralNetwork", "form"]
+    row = next(x for x in lines if x.startswith("conv "))
+    for column in ("opsets", "kernel", "origin", "WebNN form", "NeuralNetwork form"):  # aligned with the rows
+        assert row[lines[0].index(column)] != " " and row[lines[0].index(column) - 1] == " ", column
+    assert len(lines) == 1 + len(json.loads(CliRunner().invoke(cli.main, ["ops", "--json"]).output)) + 1
 
 
 def test_example_prints_and_runs_a_program():

@@ -62,3 +62,13 @@ def test_optional_inputs_say_so():
                                            ({"min": 8, "max": None}, "8.."), ({"choices": [8, 16]}, "8|16")])
 def test_dim_text(dim, text):
     assert interface.dim_text(dim) == text
+
+
+def test_described_reads_a_feature_from_the_description_alone():
+    from converter.formats.model_file import read_model_file
+
+    model = read_model_file(MODELS / "real/9de70cc9_DeepLabV3Int8LUT.mlmodel").model
+    f = model.description.input[0]
+    image = interface.described(f.name, f.type.SerializeToString(), f.shortDescription)
+    assert image.text() == "image 513 x 513 (W x H) RGB: an H x W x 3 uint8 array"
+    assert image.description == f.shortDescription

@@ -1,7 +1,8 @@
 """Op counts as issue 8 defines them: every op other than a constant, nested blocks included.
 
-One function walks our IR, the other a coremltools MIL program (``coremltools.converters.mil.
-Program``, e.g. from coremltools' MIL proto loader); on the same file they must agree
+Ours is converter.ir.census (what ``converter inspect`` prints); the other here walks a coremltools
+MIL program (``coremltools.converters.mil.Program``, e.g. from coremltools' MIL proto loader); on
+the same file they must agree
 (tests/optimize/test_sources.py checks it), so a count of ours and one of coremltools' can be set
 side by side. Constants are ``const`` ops in both (coremltools' internal ``_const_symbolic`` is
 written to files as ``const``; our MIL frontend keeps whichever it reads).
@@ -13,19 +14,9 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
-from converter.ir.core import Program
+from converter.ir.census import CONST_OP_TYPES, op_count, op_histogram
 
-CONST_OP_TYPES = frozenset({"const", "_const_symbolic"})
-
-
-def op_histogram(program: Program, *, consts: bool = False) -> Counter[str]:
-    """{op type: count} over every function and nested block of one of our programs."""
-    return Counter(op.type for op in program.walk() if consts or op.type not in CONST_OP_TYPES)
-
-
-def op_count(program: Program) -> int:
-    """Ops other than constants (nested blocks included) of one of our programs."""
-    return sum(op_histogram(program).values())
+__all__ = ["CONST_OP_TYPES", "ct_load", "ct_op_count", "ct_op_histogram", "op_count", "op_histogram"]
 
 
 def ct_op_histogram(program: Any, *, consts: bool = False) -> Counter[str]:
