@@ -122,20 +122,24 @@ def test_the_attribute_is_never_written_to_an_ml_program(tmp_path: Path) -> None
 
     out = tmp_path / "m.mlpackage"
     converter.convert(program({"idx": IDX}, body, opset="iOS15"), to="mlprogram", out=out, passes="none")
-    assert INDICES_IN_RANGE.encode() not in b"".join(p.read_bytes() for p in out.rglob("*.mlmodel"))
+    written = b"".join(p.read_bytes() for p in out.rglob("*.mlmodel"))
+    assert b"gather" in written and INDICES_IN_RANGE.encode() not in written
 
 
 # -- weight forms ------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("transposed", [False, True])
-def test_an_fp16_table_stays_fp16(tmp_path: Path, transposed: bool) -> None:
+@pytest.mark.parametrize("form", ["cast", "transposed", "fp16_gather"])
+def test_an_fp16_table_stays_fp16(tmp_path: Path, form: str) -> None:
     """An fp16 constant cast to fp32; transposed: the NeuralNetwork frontend's reading of fp16
-    embedding weights, transpose(cast(fp16 [E, V]))."""
+    embedding weights, transpose(cast(fp16 [E, V])); fp16_gather: an fp16 program's gather of the
+    fp16 table (its result cast to fp32 for the output)."""
     t16 = TABLE.astype(np.float16)
 
     def body(b, i):
-        if transposed:
+        if form == "fp16_gather":
+            return b.cast(x=b.gather(x=b.const(t16, "fp16"), indices=i, axis=0), dtype="fp32", name="y")
+        if form == "transposed":
             table = b.transpose(x=b.cast(x=b.const(np.ascontiguousarray(t16.T), "fp16"), dtype="fp32"), perm=[1, 0])
         else:
             table = b.cast(x=b.const(t16, "fp16"), dtype="fp32")
