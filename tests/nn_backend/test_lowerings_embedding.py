@@ -78,6 +78,23 @@ def test_index_reshapes_are_absorbed(tmp_path: Path) -> None:
     assert list(squeeze.squeeze.axes) == [3]
 
 
+def test_a_table_read_by_other_ops_too_is_loaded_once(tmp_path: Path) -> None:
+    """Tied weights: the gather's table is also a matmul's operand; one loadConstantND serves both
+    (the gather layer), rather than a second copy in an embeddingND."""
+    x = RNG.standard_normal((2, E)).astype(np.float32)
+    path = tmp_path / "m.mlmodel"
+
+    def body(b, i, x):
+        const = b.const(TABLE, "fp32")
+        return [b.gather(x=const, indices=i, axis=0, name="y"), b.matmul(x=x, y=const, transpose_y=True, name="z")]
+
+    got = run_nn(program({"idx": IDX, "x": x}, body, opset="iOS17"), {"idx": IDX, "x": x}, path)
+    assert_close(got["y"], TABLE[IDX])
+    assert_close(got["z"], x @ TABLE.T)
+    kinds = layer_kinds(path)
+    assert kinds["loadConstantND"] == 1 and kinds["gather"] == 1 and "embeddingND" not in kinds
+
+
 # -- when negative indices rule the layer out ------------------------------------------------------
 
 

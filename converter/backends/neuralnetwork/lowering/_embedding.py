@@ -9,7 +9,9 @@ it already has the shape). An ``add`` of a constant [E] bias that is the gather'
 becomes the layer's bias. The weights keep their form: fp16 stays ``float16Value``, a table held as
 an 8-bit linear or a lookup-table constexpr is written as the quantized WeightParams of its
 transpose (lowering/quant.py, TRANSPOSED: per-channel scales must run along E; a form that cannot be
-transposed that way is written dense).
+transposed that way is written dense). A table other ops read as well (an output projection tied to
+the embedding, say) keeps the gather layer: its loadConstantND serves them all, where the layer
+would hold a second copy.
 
 Index range. The proto: "Input values must be in the range [0, vocabSize - 1]". MIL's gather
 counts a negative index from the end up to iOS16 (from iOS17 a negative index is out of range, as
@@ -207,8 +209,8 @@ def plan_embedding(op: Op) -> EmbeddingPlan | None:
     if table is None or idx_shape is None:
         return None
     table = np.asarray(table)
-    if table.ndim != 2 or table.dtype.kind != "f" or 0 in table.shape:
-        return None
+    if table.ndim != 2 or table.dtype.kind != "f" or 0 in table.shape or len(x.uses) != 1:
+        return None  # a table other ops read too (tied weights) is loaded once, for all of them
     axis = _int_value(op.inputs.get("axis")) if "axis" in op.inputs else 0  # type: ignore[arg-type]
     if axis not in (0, -2) or not _MIN_RANK <= len(idx_shape) + 1 <= _MAX_RANK or not _indices_in_range(op):
         return None
