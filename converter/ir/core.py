@@ -41,8 +41,14 @@ if TYPE_CHECKING:
 
 
 # Op attributes the IR keeps for itself and writers never emit: ``rng_key``, a random op's stream
-# key (see `converter.ir.rng`).
-IR_ONLY_ATTRIBUTES = frozenset({"rng_key"})
+# key (see `converter.ir.rng`); ``indices_in_range``, on a gather whose source model requires its
+# indices to be in [0, size) (`INDICES_IN_RANGE`).
+IR_ONLY_ATTRIBUTES = frozenset({"rng_key", "indices_in_range"})
+#: set (True) by a frontend on a gather read from a source op whose indices must be in [0, size)
+#: (the NeuralNetwork embedding layers: "Input values must be in the range [0, vocabSize - 1]"):
+#: a negative index, which the op itself reads as counting from the end before iOS17, is outside
+#: what the source model defines, so a backend may write a layer that needs indices >= 0
+INDICES_IN_RANGE = "indices_in_range"
 
 
 class Use(NamedTuple):

@@ -108,6 +108,32 @@ def test_clamped_relu_needs_specification_version_5(tmp_path: Path) -> None:
     assert read_model_file(path).model.specificationVersion == 5
 
 
+@pytest.mark.parametrize("target, alpha, beta, kinds", [
+    ("iOS14", 0.1, 2.5, {"clampedReLU": 1}),
+    ("iOS13", 0.1, 2.5, {"activation": 1, "clip": 1}),  # leakyReLU, then clip(-inf, beta)
+    ("iOS13", 1.5, -0.5, {"activation": 1, "clip": 1}),  # alpha > 1, beta < 0
+    ("iOS13", 0.0, 2.5, {"clip": 1}),  # clip(0, beta)
+    ("iOS13", 0.0, -0.5, {"activation": 1, "clip": 1}),  # beta < 0: the negative side is beta, not 0
+])
+def test_clamped_relu_under_a_version_cap(tmp_path: Path, target: str, alpha: float, beta: float, kinds: dict) -> None:
+    """clampedReLU is a version 5 layer: with --target iOS13 (version 4) the op is decomposed into
+    version 1 layers. alpha != beta and asymmetric values: swapping them, or a clip on the wrong side,
+    fails; the infinities pin the clip's open lower bound."""
+    infinities = [np.inf] if alpha == 0 else [-np.inf, np.inf]  # (0 x -inf is NaN)
+    x = np.concatenate([X.reshape(-1), f32(infinities)]).astype(f32)
+    path = tmp_path / "m.mlmodel"
+    got = run_nn(program({"x": x}, lambda b, v: b.clamped_relu(x=v, alpha=f32(alpha), beta=f32(beta), name="out")),
+                 {"x": x}, path, target=target)["out"]
+    x64 = x.astype(np.float64)
+    with np.errstate(invalid="ignore"):  # where() computes 0 x inf on the side it drops
+        want = np.minimum(_p(beta), np.where(x64 >= 0, x64, _p(alpha) * x64))
+    finite = np.isfinite(want)
+    assert_close(np.asarray(got)[finite], want[finite])
+    assert np.array_equal(np.asarray(got)[~finite], want[~finite])
+    assert layer_kinds(path) == Counter(kinds)
+    assert read_model_file(path).model.specificationVersion == (5 if target == "iOS14" else 4)
+
+
 # ---------------------------------------------------------------------------------------------
 # softmax
 

@@ -187,6 +187,20 @@ def test_transpose_permutation(tmp_path: Path) -> None:
     assert kinds(path) == {"transpose"}
 
 
+def test_a_transpose_moving_only_unit_dims_is_no_layer(tmp_path: Path) -> None:
+    """[1, 0, 2, 4, 3] on [1, 1, 3, 1, 1]: the data keep their order (the output is a copy of the input
+    blob); [0, 2, 1] on [2, 1, 3] moves the unit dim past a real one: a transpose layer."""
+    x, z = arr(1, 1, 3, 1, 1), arr(2, 1, 3)
+
+    def body(b, x, z):
+        return [b.relu(x=b.transpose(x=x, perm=[1, 0, 2, 4, 3]), name="y"), b.transpose(x=z, perm=[0, 2, 1], name="w")]
+
+    path, out = convert(tmp_path, {"x": x, "z": z}, body)
+    same(out["y"], np.maximum(x, 0))
+    same(out["w"], np.transpose(z, (0, 2, 1)))
+    assert dict(layer_kinds(path)) == {"activation": 1, "transpose": 1}
+
+
 def test_squeeze_named_and_all_unit_dims_but_never_a_flexible_one(tmp_path: Path) -> None:
     x = arr(1, 3, 1, 2, 1)
 

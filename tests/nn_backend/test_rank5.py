@@ -29,7 +29,7 @@ from converter.formats.model_file import read_model_file
 from converter.formats.proto import NeuralNetwork_pb2 as nn
 from converter.ir.builder import new_program
 from converter.ir.runtime import ListValue
-from converter.ir.types import TensorType, fp16, fp32, string
+from converter.ir.types import TensorType, fp16, fp32, int32, string
 
 from .helpers import assert_close, layer_kinds
 
@@ -519,6 +519,79 @@ def test_fp16_features_are_refused_with_their_version_and_no_warning(tmp_path: P
 
 
 # ---------------------------------------------------------------------------------------------
+# embedding (a row of a constant table)
+
+TABLE = _rand(6, 4)  # [V, E], V != E
+
+
+def test_a_row_of_a_constant_table_is_an_embedding_layer(tmp_path: Path) -> None:
+    """gather(table, argmax(x)): the index is >= 0 by construction, so the legacy embedding layer
+    (weights [outputChannels, inputDim] = the table transposed). Oracle: numpy."""
+
+    def body(b, x):
+        return [b.gather(x=TABLE, indices=b.reduce_argmax(x=x, axis=-1), axis=0, name="y")]
+
+    out = tmp_path / "emb.mlmodel"
+    model, _ = _write(new_program([("x", TensorType(fp32, (1, 6)))], body), out, target="iOS12")
+    assert model.specificationVersion == 1
+    assert dict(layer_kinds(out)) == {"reduce": 1, "embedding": 1}
+    (layer,) = [la.embedding for la in model.neuralNetwork.layers if la.WhichOneof("layer") == "embedding"]
+    assert (layer.inputDim, layer.outputChannels, layer.hasBias) == (6, 4, False)
+    assert list(layer.weights.floatValue) == TABLE.T.reshape(-1).tolist()
+    for row in range(6):
+        x = np.roll(np.linspace(-1, 0.5, 6, dtype=np.float32), row - 5)  # the maximum at ``row``
+        outputs = _run(out, {"x": x})
+        assert_close(outputs["y"], TABLE[row], 1e-6)
+
+
+def test_the_embedding_layer_agrees_with_onnxruntime(tmp_path: Path) -> None:
+    """An iOS17 gather (negative indices are out of range there, as for the layer) of a float index
+    feature cast to int32: one embedding layer. Oracles: numpy and onnxruntime on onnxmltools' ONNX
+    form of the model (its embedding converter mishandles a bias: none here)."""
+
+    def body(b, i):
+        return [b.gather(x=TABLE, indices=b.cast(x=i, dtype="int32"), axis=0, name="y")]
+
+    out = tmp_path / "emb.mlmodel"
+    _write(new_program([("i", TensorType(fp32, (1,)))], body, opset="iOS17"), out, target="iOS12")
+    assert dict(layer_kinds(out)) == {"embedding": 1}
+    for row in range(6):
+        feeds = {"i": np.float32([row])}
+        outputs = _run(out, feeds)
+        assert_close(outputs["y"], TABLE[row], 1e-6)
+        _onnxruntime_agrees(out, feeds, outputs, ["y"])
+
+
+def test_an_fp16_embedding_table_stays_fp16(tmp_path: Path) -> None:
+    t16 = TABLE.astype(np.float16)
+
+    def body(b, x):
+        table = b.cast(x=b.const(t16, "fp16"), dtype="fp32")
+        return [b.gather(x=table, indices=b.reduce_argmax(x=x, axis=-1), axis=0, name="y")]
+
+    out = tmp_path / "emb16.mlmodel"
+    model, _ = _write(new_program([("x", TensorType(fp32, (1, 6)))], body), out, target="iOS12")
+    assert model.specificationVersion == 2  # float16Value
+    (layer,) = [la.embedding for la in model.neuralNetwork.layers if la.WhichOneof("layer") == "embedding"]
+    assert np.frombuffer(layer.weights.float16Value, "<f2").tolist() == t16.T.reshape(-1).tolist()
+    x = np.float32([0.1, 0.9, -0.3, 0.2, 0.0, 0.5])
+    assert_close(_run(out, {"x": x})["y"], t16.astype(np.float64)[1], 1e-6)
+
+
+def test_several_indices_or_possibly_negative_ones_have_no_embedding_form(tmp_path: Path) -> None:
+    def body(b, x, i):
+        many = b.gather(x=TABLE, indices=b.reduce_argmax(x=x, axis=-1), axis=0, name="many")
+        return [many, b.gather(x=TABLE, indices=i, axis=0, name="signed")]
+
+    prog = new_program([("x", TensorType(fp32, (1, 3, 6))), ("i", TensorType(int32, (1,)))], body)
+    with pytest.raises(UnsupportedError) as info:
+        _write(prog, tmp_path / "no.mlmodel", target="iOS12")
+    message = str(info.value)
+    assert "gather 'many'" in message and "Seq/Batch" in message
+    assert "gather 'signed'" in message and "known to be >= 0" in message
+
+
+# ---------------------------------------------------------------------------------------------
 # the shared builder models of specification version <= 3
 
 
@@ -603,6 +676,10 @@ REAL_CONVERTED = {  # real models -> (the version of the rank-5 model, the layer
     "c3284a54_MNIST": (1, {"permute", "flatten", "innerProduct"}),  # Keras CHANNEL_LAST flatten
     "68e94b94_keras2coreml_Dense_ImageNet_small": (1, {"permute", "flatten"}),
     "7485461f_SqueezeNetFP16": (1, {"pooling", "concat"}),  # ceil-mode pooling (includeLastPixel)
+    # one category index per embedding layer (the frontend marks its indices as in range)
+    **{name: (1, {"embedding", "permute"}) for name in (
+        "0c1c0adf_s4tf_house_simplified_trained_model", "1655a77a_s4tf_house_simplified_trained_model",
+        "39fbeb97_coreml_simplified_no_train")},
 }
 
 

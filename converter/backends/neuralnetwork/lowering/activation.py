@@ -17,7 +17,7 @@ import numpy as np
 
 from ....ir.core import Op
 from ..emitter import NetworkEmitter, rank
-from ._common import scalar, single, x_blob
+from ._common import allows, scalar, single, x_blob
 from .registry import lowering
 
 
@@ -52,12 +52,29 @@ def _relu6(e: NetworkEmitter, op: Op) -> None:
     params.minVal, params.maxVal = 0.0, 6.0
 
 
-@lowering("clamped_relu", note="clampedReLU layer (specification version 5)")
+@lowering("clamped_relu", note="clampedReLU layer (specification version 5); under a lower --target: "
+                                "leakyReLU then clip(-inf, beta), or clip(0, beta) alone when alpha = 0 <= beta")
 def _clamped_relu(e: NetworkEmitter, op: Op) -> None:
-    """The proto's clampedReLU is MIL's formula: min(beta, x) for x >= 0, else min(beta, alpha x)."""
-    params = single(e, op, "clampedReLU")
-    params.alpha = scalar(e.const_param(op, "alpha"), "alpha")
-    params.beta = scalar(e.const_param(op, "beta"), "beta")
+    """The proto's clampedReLU is MIL's formula: min(beta, x) for x >= 0, else min(beta, alpha x).
+
+    Under a version cap below 5 it is ``min(beta, leakyReLU_alpha(x))`` (leakyReLU: x for x >= 0,
+    alpha x below): a leakyReLU activation, then a clip with ``minVal = -inf`` (the clip layer is
+    ``min(max(x, minVal), maxVal)``, so the lower bound keeps every value, -inf included). With
+    alpha = 0 and beta >= 0 the negative side is 0 = max(0, .): one clip(0, beta) layer."""
+    alpha = scalar(e.const_param(op, "alpha"), "alpha")
+    beta = scalar(e.const_param(op, "beta"), "beta")
+    if allows(e, 5):
+        params = single(e, op, "clampedReLU")
+        params.alpha, params.beta = alpha, beta
+        return
+    if alpha == 0.0 and beta >= 0.0:
+        clip = single(e, op, "clip")
+        clip.minVal, clip.maxVal = 0.0, beta
+        return
+    leaky = e.fresh(f"{op.name}_leaky")
+    e.layer("activation", leaky, [x_blob(e, op)], [leaky]).leakyReLU.alpha = alpha
+    clip = single(e, op, "clip", [leaky])
+    clip.minVal, clip.maxVal = float("-inf"), beta
 
 
 @lowering("gelu", note="gelu layer, the same three modes")

@@ -79,7 +79,7 @@ _INDEX_INPUTS = frozenset({("gather", "indices"), ("gather_along_axis", "indices
 _SHAPE_ONLY = frozenset({"expand_dims", "squeeze", "reshape"})
 
 
-def _read_only_as_indices(v: Value, depth: int = 4) -> bool:
+def read_only_as_indices(v: Value, depth: int = 4) -> bool:
     """Whether every reader of ``v`` takes it as gather/scatter indices, directly or through ops that
     only reshape it."""
     uses = list(v.uses)
@@ -91,7 +91,7 @@ def _read_only_as_indices(v: Value, depth: int = 4) -> bool:
         if (u.user.type, u.key) in _INDEX_INPUTS:
             continue
         if not (depth and u.user.type in _SHAPE_ONLY and u.key == "x"
-                and _read_only_as_indices(u.user.outputs[0], depth - 1)):
+                and read_only_as_indices(u.user.outputs[0], depth - 1)):
             return False
     return True
 
@@ -117,7 +117,7 @@ def _cast(e: NetworkEmitter, op: Op) -> None:
             e.layer("notEqual", op.name, [x], [e.define(op.outputs[0])]).alpha = 0.0
     elif to.is_float or (to.is_int and not src.is_float and _fits(src, to)):
         e.bind(op.outputs[0], x)
-    elif to.is_int and src.is_float and _fits_int32(to) and _read_only_as_indices(op.outputs[0]):
+    elif to.is_int and src.is_float and _fits_int32(to) and read_only_as_indices(op.outputs[0]):
         e.bind(op.outputs[0], x)  # the gather/scatter layers truncate their float indices themselves
     elif to.is_int and src.is_float:
         truncate_to_int(e, x, to, op.name, e.define(op.outputs[0]))

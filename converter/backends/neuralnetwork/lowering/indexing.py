@@ -21,6 +21,8 @@ from ....ir.opdef import opset_index
 from ....ir.types import is_static_dim
 from ..emitter import NetworkEmitter, rank
 from ._common import allows, exact_float, single
+from ._embedding import absorbs as embedding_absorbs
+from ._embedding import lower_embedding, plan_embedding
 from .registry import lowering
 from .shape import alias, axis_param, dims, inp
 
@@ -288,10 +290,16 @@ def _no_batch_dims(e: NetworkEmitter, op: Op) -> None:
         raise LoweringError("batch_dims (iOS16) has no NeuralNetwork form")
 
 
-@lowering("gather", note="gather (negative indices documented); a rank-0 index adds a squeeze (it is a [1] "
-          "blob); batch_dims != 0 unsupported")
+@lowering("gather", absorbs=embedding_absorbs,
+          note="embeddingND for rows of a constant 2-D table at indices known to be >= 0 (quantized and fp16 "
+               "tables kept; a bias add and index reshapes absorbed); else gather (negative indices documented); "
+               "a rank-0 index adds a squeeze (it is a [1] blob); batch_dims != 0 unsupported")
 def _gather(e: NetworkEmitter, op: Op) -> None:
     _no_batch_dims(e, op)
+    plan = plan_embedding(op)
+    if plan is not None:
+        lower_embedding(e, op, plan)
+        return
     x, indices = inp(op, "x"), inp(op, "indices")
     axis = axis_param(e, op, "axis", rank(x))
     if rank(indices) == 0 and rank(x) > 1:  # the [1] index blob would keep the axis

@@ -107,10 +107,14 @@ COMPRESSED = "nn_compressed_weights"
 #: (op type, input) -> the axis of output channels a per-channel linear quantization may run along
 #: (None: per-tensor quantization only, the recurrent layers' case)
 COMPRESSIBLE: dict[tuple[str, str], int | None] = {
-    ("conv", "weight"): 0, ("linear", "weight"): 0,
+    ("conv", "weight"): 0, ("linear", "weight"): 0, ("gather", "x"): 0,  # gather: axis 0 of the transpose
     **{(op, key): None for op in ("rnn", "gru", "lstm")
        for key in ("weight_ih", "weight_hh", "weight_ih_back", "weight_hh_back")},
 }
+#: inputs whose layer stores the TRANSPOSE of the 2-D input (embeddingND: a gather's [V, E] table as
+#: [E, V]): their recorded form is that of the transpose (per-channel along its axis 0, the input's
+#: axis 1), found on a constexpr giving the input, or under a ``transpose(perm=[1, 0])`` of one
+TRANSPOSED: frozenset[tuple[str, str]] = frozenset({("gather", "x")})
 
 
 @dataclass(frozen=True)
@@ -130,6 +134,11 @@ class QuantizedWeights:
         return QuantizedWeights(self.nbits, self.codes[start:stop],
                                 self.scale[start:stop] if per_row else self.scale,  # type: ignore[index]
                                 self.bias[start:stop] if per_row else self.bias, self.lut)  # type: ignore[index]
+
+    def transposed(self) -> QuantizedWeights:
+        """The form of the 2-D tensor's transpose, whose per-channel parameters (if any) ran along the
+        tensor's axis 1: they run along axis 0 of the transpose, as the codes' rows."""
+        return QuantizedWeights(self.nbits, np.ascontiguousarray(self.codes.T), self.scale, self.bias, self.lut)
 
     def dense(self) -> np.ndarray:
         if self.lut is not None:
@@ -191,6 +200,26 @@ def quantized_form(op: Op, out_axis: int | None) -> QuantizedWeights | None:
     return None
 
 
+def _transpose_2d_source(v: Value) -> Value | None:
+    """``x`` when ``v`` is ``transpose(x, perm=[1, 0])``."""
+    p = v.producer
+    if p is None or p.type != "transpose" or not isinstance(p.inputs.get("x"), Value):
+        return None
+    perm = compile_time_value(p.inputs["perm"]) if isinstance(p.inputs.get("perm"), Value) else None
+    return p.inputs["x"] if perm is not None and np.asarray(perm).tolist() == [1, 0] else None  # type: ignore[return-value]
+
+
+def _transposed_form(v: Value) -> QuantizedWeights | None:
+    """The compressed form of ``v``'s transpose (see TRANSPOSED)."""
+    src = _transpose_2d_source(v)
+    if src is not None:
+        return quantized_form(src.producer, 0) if src.producer is not None else None
+    if v.producer is None or not isinstance(v.type, TensorType) or v.type.shape is None or len(v.type.shape) != 2:
+        return None
+    form = quantized_form(v.producer, 1)
+    return form.transposed() if form is not None else None
+
+
 def annotate_compressed(ops: Iterable[Op]) -> None:
     """Record on each op the compressed form of its COMPRESSIBLE weight inputs (see above)."""
     for op in ops:
@@ -198,7 +227,7 @@ def annotate_compressed(ops: Iterable[Op]) -> None:
             slot = (op.type, key)
             if slot not in COMPRESSIBLE or not isinstance(v, Value) or v.producer is None:
                 continue
-            form = quantized_form(v.producer, COMPRESSIBLE[slot])
+            form = _transposed_form(v) if slot in TRANSPOSED else quantized_form(v.producer, COMPRESSIBLE[slot])
             if form is not None:
                 op.attributes.setdefault(COMPRESSED, {})[key] = form
 
@@ -206,13 +235,18 @@ def annotate_compressed(ops: Iterable[Op]) -> None:
 def compressed(op: Op, key: str) -> QuantizedWeights | None:
     """The compressed form recorded for ``op``'s input ``key``, if any and if it still holds the
     input's values (a rewrite after the recording, such as a scale folded into the weight, leaves
-    a stale record: then None, and the dense values are written)."""
+    a stale record: then None, and the dense values are written). For a TRANSPOSED input, the form
+    of the input's transpose."""
     form = (op.attributes.get(COMPRESSED) or {}).get(key)
     v = op.inputs.get(key)
     current = compile_time_value(v) if form is not None and isinstance(v, Value) else None
     if current is None:
         return None
     want = np.asarray(current, np.float32)
+    if (op.type, key) in TRANSPOSED:
+        if want.ndim != 2:
+            return None
+        want = want.T
     got = form.dense()
     if got.shape != want.shape:
         return None
@@ -228,7 +262,7 @@ def compressed(op: Op, key: str) -> QuantizedWeights | None:
 # changed them, such as a folded batch norm, leaves fp32 values: those stay fp32).
 
 FP16_WEIGHTS = "nn_fp16_weights"
-_FP16_SLOTS = frozenset({("conv", "weight"), ("conv_transpose", "weight"), ("linear", "weight")})
+_FP16_SLOTS = frozenset({("conv", "weight"), ("conv_transpose", "weight"), ("linear", "weight"), ("gather", "x")})
 
 
 def annotate_fp16(ops: Iterable[Op]) -> None:
@@ -236,7 +270,11 @@ def annotate_fp16(ops: Iterable[Op]) -> None:
         for key, v in op.inputs.items():
             if (op.type, key) not in _FP16_SLOTS or not isinstance(v, Value) or v.producer is None:
                 continue
+            if (op.type, key) in TRANSPOSED:  # the NN frontend's embedding table: transpose(cast(fp16))
+                v = _transpose_2d_source(v) or v
             cast = v.producer
+            if cast is None:
+                continue
             src = cast.inputs.get("x") if cast.type == "cast" else None
             if isinstance(src, Value) and isinstance(src.type, TensorType) and src.type.dtype.name == "fp16" \
                     and compile_time_value(src) is not None:

@@ -65,7 +65,8 @@ def neuralnetwork_entry(op_type: str) -> dict[str, str]:
     if op_type.startswith("constexpr_"):
         return {"status": "decomposed",
                 "note": "no layer: the weight is written into the layer reading it: 8-bit linear and 1-8-bit lookup-"
-                        "table weights of convolution, innerProduct/batchedMatmul and recurrent layers as quantized "
+                        "table weights of convolution, innerProduct/batchedMatmul, embeddingND and recurrent layers "
+                        "as quantized "
                         "WeightParams, anything else expanded at conversion time"}
     if op_type == "classify":
         return {"status": "direct", "how": "NeuralNetworkClassifier (class labels and the probability blob)"}

@@ -192,8 +192,18 @@ def _transpose(e: NetworkEmitter, op: Op) -> None:
     if r <= 1:
         alias(e, op, inp(op, "x"))
         return
-    perm = [int(p) for p in np.asarray(e.const_param(op, "perm")).reshape(-1)]
-    single(e, op, "transpose").axes.extend(p + r if p < 0 else p for p in perm)
+    perm = [p + r if p < 0 else p for p in (int(p) for p in np.asarray(e.const_param(op, "perm")).reshape(-1))]
+    if _moves_only_unit_dims(dims(inp(op, "x")), perm):  # same shape, same row-major order: no layer
+        alias(e, op, inp(op, "x"))
+        return
+    single(e, op, "transpose").axes.extend(perm)
+
+
+def _moves_only_unit_dims(shape: tuple, perm: list[int]) -> bool:
+    """Whether ``perm`` permutes only axes of static size 1 among themselves (an identity on the data:
+    the other axes keep their places)."""
+    return all(p == i or (is_static_dim(shape[i]) and int(shape[i]) == 1) for i, p in enumerate(perm)) and all(
+        p == i or (is_static_dim(shape[p]) and int(shape[p]) == 1) for i, p in enumerate(perm))
 
 
 @lowering("squeeze", note="the axes the result type removed (a flexible dim is never squeezed)")

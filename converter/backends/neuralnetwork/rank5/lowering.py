@@ -22,6 +22,9 @@ from ....errors import LoweringError
 from ....formats.proto import NeuralNetwork_pb2 as nn
 from ....ir.core import Op, Value
 from ..lowering._common import scalar
+from ..lowering._embedding import plan_embedding
+from ..lowering.cast import read_only_as_indices
+from ..lowering.quant import recorded_fp16
 from .layout import (
     Layout,
     Rank5Emitter,
@@ -71,9 +74,11 @@ def _same_elements(e: Rank5Emitter, op: Op) -> None:
 @rank5("cast")
 def _cast(e: Rank5Emitter, op: Op) -> None:
     """A cast to a float type, or to an integer type of a value that holds integers (an index from
-    argmax, say): the same blob (blobs hold fp32; Core ML converts an INT32 output feature)."""
+    argmax, say) or that only gather indices read (lowering/cast.py): the same blob (blobs hold
+    fp32; Core ML converts an INT32 output feature)."""
     x = _x(op)
-    if str(e.const_param(op, "dtype")) not in ("fp16", "fp32") and not _integral(x):
+    if str(e.const_param(op, "dtype")) not in ("fp16", "fp32") and not _integral(x) \
+            and not read_only_as_indices(op.outputs[0]):  # the embedding layer truncates its float indices
         raise LoweringError("a cast to a non-float type (rank-5 blobs hold floats; no legacy rounding layer)")
     e.alias(op.outputs[0], x)
 
@@ -610,6 +615,28 @@ def _matmul(e: Rank5Emitter, op: Op) -> None:
     w = np.asarray(y)
     weight = w if bool(np.asarray(e.param(op, "transpose_y")).reshape(-1)[0]) else w.T
     _inner_product(e, op, _x(op), np.ascontiguousarray(weight), None)
+
+
+@rank5("gather")
+def _gather(e: Rank5Emitter, op: Op) -> None:
+    """The legacy ``embedding`` layer (version 1): a row of a constant [V, E] table, at ONE index
+    (the layer reads its indices along Seq/Batch, which this mode holds at 1) known to be in
+    [0, V) (the rules of lowering/_embedding.py). Weights fp32, or fp16 where the program held them
+    so; compressed tables are written dense here."""
+    plan = plan_embedding(op)
+    if plan is None:
+        raise LoweringError("only a gather of rows of a constant 2-D table at indices known to be >= 0 has a "
+                            "legacy form (embedding)")
+    indices = _x(op, "indices")
+    if any(d != 1 for d in static_shape(indices)):
+        raise LoweringError(f"gather at indices of shape {static_shape(indices)}: the rank-5 embedding layer "
+                            f"reads several indices along Seq/Batch, which this mode holds at 1")
+    vocab, size = (int(d) for d in plan.table.shape)
+    out = e.put(op.outputs[0], vector_layout(op.outputs[0], "embedding output"))
+    params = e.layer("embedding", op.name, [e.get(indices, (1, 1, 1))], [out])
+    params.inputDim, params.outputChannels = vocab, size
+    stored, _ = recorded_fp16(op, "x", plan.table.T)  # [outputChannels, inputDim]
+    e.weights(params.weights, stored)
 
 
 @rank5("softmax")

@@ -15,7 +15,7 @@ quantization noise only (coremltools' own device tests accept that as a 40 dB SN
 from __future__ import annotations
 
 from ....formats.proto import NeuralNetwork_pb2
-from ....ir.core import Value
+from ....ir.core import INDICES_IN_RANGE, Value
 from ....ir.types import is_static_dim, num_elements
 from ..context import LayerContext
 from ..registry import lowers
@@ -121,9 +121,11 @@ def _lookup(ctx: LayerContext, indices: Value, vocab: int, size: int, has_bias: 
     b = ctx.b
     table = b.transpose(x=ctx.weight(p.weights, (size, vocab), "weights"), perm=[1, 0], name=f"{name}_table")
     idx = b.cast(x=indices, dtype="int32", name=f"{name}_indices")
+    rows = b.gather(x=table, indices=idx, axis=0, name=f"{name}_rows" if has_bias else name)
+    # the layer's indices must be in [0, vocab): a negative one is undefined, not counted from the end
+    rows.producer.attributes[INDICES_IN_RANGE] = True  # type: ignore[union-attr]
     if not has_bias:
-        return b.gather(x=table, indices=idx, axis=0, name=name)
-    rows = b.gather(x=table, indices=idx, axis=0, name=f"{name}_rows")
+        return rows
     return b.add(x=rows, y=ctx.weight(p.bias, (size,), "bias"), name=name)
 
 
