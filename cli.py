@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import click
 
 import converter
+from converter import cli_verify as _cli_verify
 from converter.errors import ConverterError, printable
 from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
 
@@ -244,8 +245,9 @@ def _resolve_passes(passes: str) -> list:
               help="--to webnn: fix a flexible input's shape (WebNN graphs are static; default: the shape the model "
                    "declares). Repeat for several inputs.")
 @click.option("--check", is_flag=True,
-              help="Run the source and the written model on the same random inputs; print the largest "
-                   "difference per output.")
+              help="Run the source and the written model on the same random inputs; print per output the "
+                   "largest error against a tolerance chosen by dtype, and a verdict (as `converter verify`; "
+                   "exit status 1 when an output is outside its tolerance).")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing Core ML model at the destination (never any other file or folder, "
                    "never the source).")
@@ -342,7 +344,7 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
     """Load, optimize, (explain), write, (check): the one-model path of ``convert`` and ``optimize``."""
     import warnings
 
-    from converter.check import compare
+    from converter.cli_verify import print_report, progress
     from converter.destination import resolve_model_destination
     from converter.ir.clone import clone_program
 
@@ -368,13 +370,16 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
             _say(f"note: {note}", err=True)
         _say(f"wrote {dest}")
         if check:
-            diffs = compare(source, converter.load(dest), source_file=src, converted_file=str(dest),
+            from converter.verify import verify
+
+            report = verify(source, dest, source_file=src, converted_file=str(dest), progress=progress,
                             max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
-            for name, d in diffs.items():
-                _say(f"  {name}: largest difference {d:.3g}")
-            click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
     except ConverterError as e:
         _fail(e)
+    if check:
+        print_report(report)
+        if not report.ok:
+            sys.exit(1)
 
 
 def _explain(op_name: str, optimized, source, pipeline: list) -> None:  # noqa: ANN001 - Programs
@@ -478,6 +483,8 @@ def example_cmd() -> None:
     for k, v in out.items():
         click.echo(f"{k} = {np.array2string(v, precision=4)}")
 
+
+main.add_command(_cli_verify.verify_cmd)
 
 if __name__ == "__main__":
     main()

@@ -228,6 +228,12 @@ def fits(f: Feature, value: Any) -> bool:
     if f.shape is None:
         return True
     shape = np.shape(value)
+    sizes = f.details.get("enumerated_sizes")
+    if sizes and len(shape) >= 2 and {"height": shape[0], "width": shape[1]} not in sizes:
+        return False  # an image of enumerated sizes: the (W, H) pair must be one of them
+    enumerated = f.details.get("enumerated")
+    if enumerated:
+        return list(shape) in enumerated
     if len(shape) != len(f.shape):
         return False
     for d, n in zip(f.shape, shape):
