@@ -45,7 +45,7 @@ def _does_not_fit(fn: Function, name: str, x: np.ndarray) -> EvaluationError:
 
 
 def _image_to_tensor(fn: Function, x: np.ndarray, name: str, ft: Any, t: TensorType) -> np.ndarray:
-    from .interface import inputs
+    from .interface import inputs, shape_fits
 
     channels = desc.image_channels(ft)
     x = np.asarray(x)
@@ -58,7 +58,7 @@ def _image_to_tensor(fn: Function, x: np.ndarray, name: str, ft: Any, t: TensorT
     if channels == 1 and x.ndim == 3 and x.shape[-1] == 1:
         x = x[..., 0]
     if not (x.ndim == 2 if channels == 1 else (x.ndim == 3 and x.shape[-1] in (3, 4))) or \
-            not _interface_fits(feature, x.shape[:2] + ((3,) if channels != 1 else ())):
+            not shape_fits(feature, x.shape[:2] + ((3,) if channels != 1 else ())):
         raise _does_not_fit(fn, name, x)
     if channels == 1:
         chw = x[None, :, :]
@@ -68,12 +68,6 @@ def _image_to_tensor(fn: Function, x: np.ndarray, name: str, ft: Any, t: TensorT
             rgb = rgb[..., ::-1]
         chw = np.transpose(rgb, (2, 0, 1))
     return np.ascontiguousarray(chw[None]).astype(t.dtype.storage)
-
-
-def _interface_fits(feature: Any, shape: tuple[int, ...]) -> bool:
-    from .interface import fits
-
-    return fits(feature, np.empty(shape, np.uint8))
 
 
 def _dims_fit(shape: tuple[int, ...], t: TensorType) -> bool:

@@ -400,7 +400,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     except ConverterError as e:
         raise e.with_location(file=converted_file or (None if isinstance(converted, Program) else str(converted))) \
             from None
-    out_pairs, missing, extra = pair_names([v.name for v in src_fn.outputs], [v.name for v in conv_fn.outputs])
+    out_pairs, _unpaired, extra = pair_names([v.name for v in src_fn.outputs], [v.name for v in conv_fn.outputs])
     fp16 = computes_in_fp16(src_fn) or computes_in_fp16(conv_fn)
     paired = {s: (c, how) for s, c, how in out_pairs}
     for v in src_fn.outputs:
@@ -422,5 +422,4 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
         report.notes.append(note)
     if extra:
         report.notes.append(f"the converted model has outputs the source has not: {', '.join(extra)}")
-    del missing  # reported per output above
     return report
