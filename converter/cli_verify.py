@@ -54,13 +54,20 @@ def verify_cmd(source: str, converted: str, inputs_path: str | None, seed: int, 
     """Run SOURCE and CONVERTED on the same inputs and judge each output against a tolerance chosen by
     its dtype (integers and labels exactly). Features are paired by name, then by position (with a
     note). Exit status: 0 when every output is within tolerance, 1 when one is not, 2 on an error."""
+    import warnings
+
+    from .errors import InputWarning
     from .verify import verify
 
     try:
-        report = verify(source, converted, inputs=inputs_path, seed=seed, rtol=rtol, atol=atol,
-                        max_loop_iterations=max_loop_iterations,
-                        max_tensor_bytes=None if max_tensor_mib is None else max_tensor_mib << 20,
-                        progress=progress)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", InputWarning)
+            report = verify(source, converted, inputs=inputs_path, seed=seed, rtol=rtol, atol=atol,
+                            max_loop_iterations=max_loop_iterations,
+                            max_tensor_bytes=None if max_tensor_mib is None else max_tensor_mib << 20,
+                            progress=progress)
+        for message in dict.fromkeys(str(w.message) for w in caught):  # once, though both models warn
+            click.echo(printable(f"warning: {message}"), err=True)
     except ConverterError as e:
         _fail(e)
     print_report(report, as_json=as_json)

@@ -126,6 +126,12 @@ def test_verify_json_follows_its_schema(mlp_pair, tmp_path):
     jsonschema.validate(doc, SCHEMA)
     assert [(o["name"], o["tolerance"]) for o in doc["outputs"]] == [("logits", "fp32"), ("classLabel", "exact")]
     assert doc["inputs"] == str(inputs) and doc["seed"] is None
+    np.savez(inputs, image=np.full((20, 20, 3), 0.5, np.float32))  # float pixels: warned once, still judged
+    result = invoke("verify", CLASSIFIER, out, "--inputs", inputs)
+    assert result.exit_code == 0, result.output
+    assert [ln for ln in result.stderr.splitlines() if ln.startswith("warning: ")] == [
+        "warning: input 'image': a float32 array for an image, which takes uint8 pixels 0..255; its values are used "
+        "as pixel values as they are (values in [0, 1] make a nearly black image)"]
     # an output without a pair: max errors null (infinite), and the report still validates
     missing = verify(_two_outputs(), _one_output())
     jsonschema.validate(missing.to_json(), SCHEMA)
