@@ -12,6 +12,7 @@ from collections.abc import Iterator
 import click
 
 import converter
+from converter import cli_verify as _cli_verify
 from converter.cli_inspect import inspect_cmd
 from converter.errors import ConverterError, printable
 from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
@@ -115,28 +116,50 @@ def _mib(n: int | None) -> int | None:
 
 @main.command("run")
 @click.argument("model", type=click.Path(exists=True))
-@click.option("--inputs", "inputs_path", required=True, type=click.Path(exists=True, dir_okay=False),
+@click.option("--inputs", "inputs_path", default=None, type=click.Path(exists=True, dir_okay=False),
               help="An .npz file with one array per model input (keyed by input name).")
+@click.option("--random", "random_inputs", is_flag=True,
+              help="Run on random inputs that respect each input's type and range (as `verify` makes them).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --random inputs.")
 @click.option("-o", "--output", "output_path", type=click.Path(dir_okay=False),
               help="Write the outputs to this .npz file (printed when omitted).")
 @click.option("--overwrite", is_flag=True, help="Replace an existing .npz file at -o.")
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP)
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP)
-def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bool, function: str | None,
-            max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
-    """Run MODEL with the reference interpreter on the arrays in an .npz file."""
+def run_cmd(model: str, inputs_path: str | None, random_inputs: bool, seed: int, output_path: str | None,
+            overwrite: bool, function: str | None, max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
+    """Run MODEL with the reference interpreter on the arrays in an .npz file (--inputs) or on random
+    inputs (--random). A float array given for an image input is warned about (images take uint8 pixels)."""
+    import warnings
+
     import numpy as np
 
     from converter.destination import resolve_arrays_destination
+    from converter.errors import InputWarning
+    from converter.ir.interpreter import lookup_function
+    from converter.verify import random_feeds
 
     try:
+        if (inputs_path is None) == (not random_inputs):
+            raise converter.UnsupportedError("give the inputs: --inputs FILE.npz, or --random (not both)")
         if output_path:
-            resolve_arrays_destination(output_path, sources=[model, inputs_path], overwrite=overwrite)
+            resolve_arrays_destination(output_path, sources=[model] + ([inputs_path] if inputs_path else []),
+                                       overwrite=overwrite)
         prog = converter.load(model)
-        feeds = _read_feeds(inputs_path)
-        out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations,
-                            max_tensor_bytes=_mib(max_tensor_mib))
+        if random_inputs:
+            feeds = random_feeds(lookup_function(prog, function), seed, max_tensor_bytes=_mib(max_tensor_mib))
+        else:
+            feeds = _read_feeds(inputs_path)
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always", InputWarning)
+            try:
+                out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations,
+                                    max_tensor_bytes=_mib(max_tensor_mib))
+            except ConverterError as e:
+                raise e.with_location(file=model) from None
+        for w in caught:
+            _say(f"warning: {w.message}", err=True)
     except ConverterError as e:
         _fail(e)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
@@ -161,50 +184,11 @@ def run_cmd(model: str, inputs_path: str, output_path: str | None, overwrite: bo
             _say(f"{k} = {v if isinstance(v, dict) else np.array2string(np.asarray(v), precision=6)}")
 
 
-_NPY_MAGIC = b"\x93NUMPY"
-_ZIP_MAGICS = (b"PK\x03\x04", b"PK\x05\x06")  # a zip archive (.npz): first member, or empty
-
-
 def _read_feeds(path: str) -> dict:
     """{name: array} from an .npz file; `FormatError` naming the file for anything else."""
-    import io
-    import zipfile
-    import zlib
+    from converter.npz import read_arrays
 
-    import numpy as np
-
-    from converter.errors import FormatError
-
-    def error(message: str, field: str | None = None) -> FormatError:
-        return FormatError(message, file=path, field=field)
-
-    hint = "save the inputs with numpy.savez(path, name=array, ...), one array per model input"
-    bad = (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error)
-    try:
-        with open(path, "rb") as f:
-            src = f if f.seekable() else io.BytesIO(f.read())  # a pipe: read once
-            magic = src.read(6)
-            src.seek(0)
-            if magic.startswith(_NPY_MAGIC):
-                raise error(f"a single .npy array, not an .npz file of named inputs: {hint}")
-            if not magic.startswith(_ZIP_MAGICS):
-                raise error(f"not an .npz file (not a zip archive): {hint}")
-            try:
-                data = np.load(src, allow_pickle=False)
-            except bad as e:
-                raise error(f"not a readable .npz file: {e}") from None
-            if not isinstance(data, np.lib.npyio.NpzFile):  # pragma: no cover - the magic was checked
-                raise error(f"not an .npz file: {hint}")
-            with data:
-                feeds = {}
-                for k in data.files:
-                    try:
-                        feeds[k] = data[k]
-                    except bad as e:
-                        raise error(f"cannot read array '{k}': {e}", field=k) from None
-    except OSError as e:
-        raise error(f"cannot read: {e.strerror or e}") from None
-    return feeds
+    return read_arrays(path)
 
 
 _PASSES_HELP = ("Optimization passes: a pipeline (default, none, webnn, neuralnetwork) or a comma-separated list "
@@ -250,8 +234,9 @@ def _resolve_passes(passes: str) -> list:
               help="--to webnn: fix a flexible input's shape (WebNN graphs are static; default: the shape the model "
                    "declares). Repeat for several inputs.")
 @click.option("--check", is_flag=True,
-              help="Run the source and the written model on the same random inputs; print the largest "
-                   "difference per output.")
+              help="Run the source and the written model on the same random inputs; print per output the "
+                   "largest error against a tolerance chosen by dtype, and a verdict (as `converter verify`; "
+                   "exit status 1 when an output is outside its tolerance).")
 @click.option("--overwrite", is_flag=True,
               help="Replace an existing Core ML model at the destination (never any other file or folder, "
                    "never the source).")
@@ -348,7 +333,7 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
     """Load, optimize, (explain), write, (check): the one-model path of ``convert`` and ``optimize``."""
     import warnings
 
-    from converter.check import compare
+    from converter.cli_verify import print_report, progress
     from converter.destination import resolve_model_destination
     from converter.ir.clone import clone_program
 
@@ -374,13 +359,16 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
             _say(f"note: {note}", err=True)
         _say(f"wrote {dest}")
         if check:
-            diffs = compare(source, converter.load(dest), source_file=src, converted_file=str(dest),
+            from converter.verify import verify
+
+            report = verify(source, dest, source_file=src, converted_file=str(dest), progress=progress,
                             max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
-            for name, d in diffs.items():
-                _say(f"  {name}: largest difference {d:.3g}")
-            click.echo(f"largest output difference: {max(diffs.values(), default=0.0):.3g}")
     except ConverterError as e:
         _fail(e)
+    if check:
+        print_report(report)
+        if not report.ok:
+            sys.exit(1)
 
 
 def _explain(op_name: str, optimized, source, pipeline: list) -> None:  # noqa: ANN001 - Programs
@@ -484,6 +472,8 @@ def example_cmd() -> None:
     for k, v in out.items():
         click.echo(f"{k} = {np.array2string(v, precision=4)}")
 
+
+main.add_command(_cli_verify.verify_cmd)
 
 if __name__ == "__main__":
     main()

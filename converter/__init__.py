@@ -1,9 +1,12 @@
 """converter: Core ML NeuralNetwork models and MIL programs through one SSA IR (WebNN and ONNX planned).
 
 Public API:
-    load(path) -> Program            read a model (.mlmodel / .mlpackage)
+    load(src) -> Program             read a model: a path (.mlmodel / .mlpackage), .mlmodel bytes, a
+                                     Model message, or a coremltools MLModel (get_spec())
     save(program, path, target=...)  write a model (never over anything unless overwrite=True)
     convert(src, to=..., out=...)    load + optimize (the default pass pipeline) + save in one call
+                                     (out=None: the converted program stays in memory)
+    export(program, to=...)          the Core ML model in memory (ConvertedModel: .spec, .to_bytes(), .save())
     optimize(program, pipeline=...)  run a pass pipeline in place; returns statistics per pass
     explain(program, op_name)        which rewrite rules fire at an op, and why the others do not
     run(program, feeds) -> outputs   the reference interpreter
@@ -13,7 +16,8 @@ from __future__ import annotations
 
 from .api import convert, explain, load, optimize, run, save
 from .destination import DestinationError
-from .errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
+from .errors import ConversionWarning, ConverterError, FormatError, InputWarning, UnsupportedError
+from .exported import ConvertedModel, export
 from .ir.core import Block, Function, Op, Program, Value
 
 __version__ = "0.1.0"
@@ -21,9 +25,11 @@ __version__ = "0.1.0"
 __all__ = [
     "Block",
     "ConversionWarning",
+    "ConvertedModel",
     "ConverterError",
     "DestinationError",
     "FormatError",
+    "InputWarning",
     "Function",
     "Op",
     "Program",
@@ -32,6 +38,7 @@ __all__ = [
     "__version__",
     "convert",
     "explain",
+    "export",
     "load",
     "optimize",
     "run",

@@ -37,36 +37,89 @@ _NEURAL_NETWORK_TYPES = ("neuralNetwork", "neuralNetworkClassifier", "neuralNetw
 SOURCE_PATH = "source_path"
 
 
-def load(path: str | os.PathLike) -> Program:
+#: What `load` reads: a path, or a model in memory: the bytes of a ``.mlmodel``, a ``Model``
+#: protobuf message (ours, converter.formats.proto.Model_pb2, or coremltools'), or an object with a
+#: ``get_spec()`` method (a coremltools ``MLModel``).
+ModelSource = Any
+
+_MODEL_MESSAGE = "CoreML.Specification.Model"
+
+
+def _in_memory(model: Any, weights_dir: str | os.PathLike | None) -> tuple[Any, str, Any] | None:
+    """(Model message, label, weights folder) of a model given in memory; None for a path."""
+    from .errors import FormatError
+    from .formats.model_file import parse_model_bytes
+    from .formats.proto import Model_pb2
+
+    if isinstance(model, (str, os.PathLike)):
+        return None
+    if isinstance(model, (bytes, bytearray, memoryview)):
+        label = "<bytes>"
+        return parse_model_bytes(bytes(model), Path(label)), label, weights_dir
+    if hasattr(model, "get_spec") and not hasattr(model, "DESCRIPTOR"):
+        spec = model.get_spec()
+        weights_dir = weights_dir if weights_dir is not None else getattr(model, "weights_dir", None)
+        label = f"<{type(model).__name__}>"
+        model = spec
+    else:
+        label = "<Model message>"
+    descriptor = getattr(model, "DESCRIPTOR", None)
+    if getattr(descriptor, "full_name", None) != _MODEL_MESSAGE:
+        raise UnsupportedError(f"cannot load a {type(model).__name__}: give a path, the bytes of a .mlmodel, a Core ML "
+                               "Model protobuf message, or an object with get_spec() (a coremltools MLModel)")
+    copy = Model_pb2.Model()  # a copy: the caller's message is never touched (and may be coremltools' class)
+    try:
+        copy.ParseFromString(model.SerializeToString())
+    except Exception as e:  # noqa: BLE001 - protobuf raises several kinds for a message it cannot encode
+        raise FormatError(f"the Model message cannot be serialized: {e}", file=label) from None
+    return copy, label, weights_dir
+
+
+def load(path: ModelSource, *, weights_dir: str | os.PathLike | None = None) -> Program:
     """Read a model into the IR: a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory), or
-    a WebNN graph (``model.js`` run under Node, or a ``.webnn.json`` graph file)."""
+    a WebNN graph (``model.js`` run under Node, or a ``.webnn.json`` graph file).
+
+    A model in memory is read without touching the disk: the bytes of a ``.mlmodel``, a Core ML
+    ``Model`` protobuf message (``converter.formats.proto.Model_pb2.Model`` or coremltools'
+    ``model.get_spec()``), or an object with ``get_spec()`` (a coremltools ``MLModel``). An ML
+    program keeps large weights in blob files beside its model (``@model_path/weights/...``);
+    those are read from ``weights_dir`` (an ``MLModel``'s own ``weights_dir`` by default). The
+    message or object given is not modified."""
     from .frontends.webnn import is_webnn_path
 
+    given = _in_memory(path, weights_dir)
+    if given is not None:
+        from .formats.model_file import model_file_from_message
+
+        model, label, wdir = given
+        return _load_model_file(model_file_from_message(model, label, weights_dir=wdir), label)
     if is_webnn_path(path):
         from .frontends.webnn import load_webnn
 
         prog = load_webnn(path)
         prog.meta[SOURCE_PATH] = os.path.abspath(path)
         return prog
-    mf = read_model_file(path)
+    prog = _load_model_file(read_model_file(path), str(path))
+    prog.meta[SOURCE_PATH] = os.path.abspath(path)
+    return prog
+
+
+def _load_model_file(mf: Any, label: str) -> Program:
     kind = mf.model.WhichOneof("Type")
     if kind == "mlProgram":
         from .frontends.mil import load_mil_program
 
-        prog = load_mil_program(mf)
-    elif kind in _NEURAL_NETWORK_TYPES:
+        return load_mil_program(mf)
+    if kind in _NEURAL_NETWORK_TYPES:
         from .frontends.neuralnetwork import load_neural_network
 
-        prog = load_neural_network(mf)
-    else:
-        what = f"model type '{kind}' cannot be converted" if kind else "the model has no model type, so it cannot be converted"
-        raise UnsupportedError(
-            f"{what}: only neural networks (NeuralNetwork, classifier, regressor, pipelines of them) and ML "
-            "programs are supported",
-            file=str(path),
-        )
-    prog.meta[SOURCE_PATH] = os.path.abspath(path)
-    return prog
+        return load_neural_network(mf)
+    what = f"model type '{kind}' cannot be converted" if kind else "the model has no model type, so it cannot be converted"
+    raise UnsupportedError(
+        f"{what}: only neural networks (NeuralNetwork, classifier, regressor, pipelines of them) and ML "
+        "programs are supported",
+        file=label,
+    )
 
 
 def _sources(program: Program) -> list[str]:
@@ -118,23 +171,31 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
                           overwrite=overwrite)
 
 
-def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
+def convert(src: ModelSource | Program, *, to: str = "mil", out: str | os.PathLike | None = None,
             target: str | None = None, overwrite: bool = False,
             passes: str | Sequence[Pass] | None = "default", **backend_options: Any) -> Program:
-    """Load ``src`` (a path or a Program), optimize it with ``passes`` (a pipeline name, "a,b,c",
-    or pass objects; "none" to skip), and write it as ``to`` at ``out`` when given (where and whether
-    as for `save`; a destination that is refused is refused before ``src`` is read). Returns the
-    converted program; a Program given as ``src`` is not modified (a copy is optimized).
+    """Load ``src`` (a path, a model in memory as `load` takes it, or a Program), optimize it with
+    ``passes`` (a pipeline name, "a,b,c", or pass objects; "none" to skip), and write it as ``to`` at
+    ``out`` when given (where and whether as for `save`; a destination that is refused is refused
+    before ``src`` is read). Returns the converted program; a Program given as ``src`` is not
+    modified (a copy is optimized).
+
+    With ``out=None`` nothing is written: the result stays in memory. `converter.export` turns the
+    returned program into the Core ML model (a ``Model`` message, ``.to_bytes()``, ``.save()``) in the
+    format converted to, without touching the disk.
     ``passes="default"`` is the target's own pipeline (``webnn`` for ``to="webnn"``);
     ``backend_options``: see `save` (webnn: layout, precision, input_shapes; neuralnetwork: spec_version)."""
+    from .exported import CONVERTED_TO
     from .passes.pipelines import resolve
 
     if passes == "default" and output_format(to) in ("webnn", "neuralnetwork"):
         passes = output_format(to)
 
     pipeline = resolve(passes)  # an unknown pass name is an error before anything is read
-    if out is not None and not isinstance(src, Program):
+    if out is not None and isinstance(src, (str, os.PathLike)):
         resolve_model_destination(out, to=to, sources=[src], overwrite=overwrite)
+    elif out is not None:
+        resolve_model_destination(out, to=to, sources=[], overwrite=overwrite)
     if isinstance(src, Program):
         from .ir.clone import clone_program
 
@@ -142,6 +203,7 @@ def convert(src: str | os.PathLike | Program, *, to: str = "mil", out: str | os.
     else:
         prog = load(src)
     optimize(prog, pipeline)
+    prog.meta[CONVERTED_TO] = output_format(to)
     if out is not None:
         save(prog, out, target=target, to=to, overwrite=overwrite, **backend_options)
     return prog

@@ -126,5 +126,9 @@ class ParseError(ConverterError):
         super().__init__(message, **kw)
 
 
+class InputWarning(UserWarning):
+    """An input that runs but is probably not what the user meant (e.g. float pixels for an image)."""
+
+
 class ConversionWarning(UserWarning):
     """Something the user should know about a conversion that still succeeded (e.g. a renamed feature)."""

@@ -235,9 +235,20 @@ def described(name: str, feature_type: bytes, short_description: str = "") -> Fe
 
 def fits(f: Feature, value: Any) -> bool:
     """Whether ``value``'s shape fits ``f``'s shape (flexible dims within their bounds)."""
+    return shape_fits(f, tuple(np.shape(value)))
+
+
+def shape_fits(f: Feature, shape: tuple[int, ...]) -> bool:
+    """Whether an array of ``shape`` fits ``f``'s shape: flexible dims within their bounds, an
+    enumerated shape one of them, an image of enumerated sizes one of its (W, H) pairs."""
     if f.shape is None:
         return True
-    shape = np.shape(value)
+    sizes = f.details.get("enumerated_sizes")
+    if sizes and len(shape) >= 2 and {"height": shape[0], "width": shape[1]} not in sizes:
+        return False
+    enumerated = f.details.get("enumerated")
+    if enumerated:
+        return list(shape) in enumerated
     if len(shape) != len(f.shape):
         return False
     for d, n in zip(f.shape, shape):

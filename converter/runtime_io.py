@@ -8,35 +8,61 @@ pixel buffer, in BGR order when the model says BGR. An optional multiArray input
 declared default value (0 unless the model says otherwise), as Core ML does (NeuralNetwork models
 mark the initial states of recurrent layers optional). Outputs: a classifier's probabilities are a
 dict {label: probability} in class-label order.
+
+Mistakes are reported in the user's terms (converter/interface.py), not the program's: every
+unknown and every missing input at once, with what each missing one takes (``image 32 x 32 (W x H)
+RGB: an H x W x 3 uint8 array``), and a shape that does not fit against the declared feature with
+flexible dimensions as ranges. A float array given for an image input runs (its values are taken as
+pixels) but warns (`InputWarning`): the model takes uint8 pixels 0..255.
 """
 
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
 
-from .errors import EvaluationError
+from .errors import EvaluationError, InputWarning
 from .formats import description as desc
 from .ir.core import Function
-from .ir.types import DimExpr, TensorType, is_static_dim
+from .ir.types import DimExpr, Symbol, TensorType, is_static_dim
 from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 
-def _image_to_tensor(x: np.ndarray, name: str, ft: Any, t: TensorType) -> np.ndarray:
+def _expected(fn: Function, name: str) -> str:
+    """What input ``name`` takes, in the user's terms (converter/interface.py)."""
+    from .interface import inputs
+
+    return next((f.text() for f in inputs(fn) if f.name == name), "?")
+
+
+def _does_not_fit(fn: Function, name: str, x: np.ndarray) -> EvaluationError:
+    return EvaluationError(f"input '{name}': got a {x.dtype} array of shape {' x '.join(map(str, x.shape)) or 'scalar'}, "
+                           f"expected {_expected(fn, name)}", function=fn.name)
+
+
+def _image_to_tensor(fn: Function, x: np.ndarray, name: str, ft: Any, t: TensorType) -> np.ndarray:
+    from .interface import inputs, shape_fits
+
     channels = desc.image_channels(ft)
     x = np.asarray(x)
+    feature = next(f for f in inputs(fn) if f.name == name)
+    if x.dtype.kind == "f" and feature.dtype == "uint8":
+        small = x.size and float(np.nanmax(np.abs(x))) <= 1.0
+        warnings.warn(f"input '{name}': a {x.dtype} array for an image, which takes uint8 pixels 0..255; its values "
+                      "are used as pixel values as they are" + (" (values in [0, 1] make a nearly black image)"
+                                                                   if small else ""), InputWarning, stacklevel=4)
+    if channels == 1 and x.ndim == 3 and x.shape[-1] == 1:
+        x = x[..., 0]
+    if not (x.ndim == 2 if channels == 1 else (x.ndim == 3 and x.shape[-1] in (3, 4))) or \
+            not shape_fits(feature, x.shape[:2] + ((3,) if channels != 1 else ())):
+        raise _does_not_fit(fn, name, x)
     if channels == 1:
-        if x.ndim == 3 and x.shape[-1] == 1:
-            x = x[..., 0]
-        if x.ndim != 2:
-            raise EvaluationError(f"input '{name}': a grayscale image is an H x W array, got shape {list(x.shape)}")
         chw = x[None, :, :]
     else:
-        if x.ndim != 3 or x.shape[-1] not in (3, 4):
-            raise EvaluationError(f"input '{name}': a colour image is an H x W x 3 RGB array, got shape {list(x.shape)}")
         rgb = x[..., :3]
         if ft.imageType.colorSpace == desc.IMAGE.BGR:
             rgb = rgb[..., ::-1]
@@ -44,11 +70,27 @@ def _image_to_tensor(x: np.ndarray, name: str, ft: Any, t: TensorType) -> np.nda
     return np.ascontiguousarray(chw[None]).astype(t.dtype.storage)
 
 
-def _fit_shape(x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
+def _dims_fit(shape: tuple[int, ...], t: TensorType) -> bool:
+    """Whether ``shape`` fits ``t``'s sizes one by one (a symbol: within its bounds or choices)."""
+    if t.shape is None:
+        return True
+    if len(shape) != len(t.shape):
+        return False
+    for d, n in zip(t.shape, shape):
+        if is_static_dim(d):
+            if int(d) != n:
+                return False
+        elif isinstance(d, Symbol):
+            if n < d.lower or (d.upper is not None and n > d.upper) or (d.choices and n not in d.choices):
+                return False
+    return True
+
+
+def _fit_shape(fn: Function, x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
     """Reshape a feed whose shape differs from the declared one only by leading/trailing 1s."""
     if t.shape is None or x.shape == tuple(t.shape):
         return x
-    if len(x.shape) == len(t.shape) and all(not is_static_dim(d) or int(d) == n for d, n in zip(t.shape, x.shape)):
+    if _dims_fit(x.shape, t):
         return x
     if all(is_static_dim(d) for d in t.shape):
         want = tuple(int(d) for d in t.shape)
@@ -57,13 +99,16 @@ def _fit_shape(x: np.ndarray, name: str, t: TensorType) -> np.ndarray:
         if squeezed_x == squeezed_t:
             return x.reshape(want)
     elif x.ndim > len(t.shape) and all(n == 1 for n in x.shape[: x.ndim - len(t.shape)]):
-        return x.reshape(x.shape[x.ndim - len(t.shape):])
+        y = x.reshape(x.shape[x.ndim - len(t.shape):])
+        if _dims_fit(y.shape, t):
+            return y
     elif x.ndim < len(t.shape):
         lead = len(t.shape) - x.ndim
         if all(isinstance(d, DimExpr) or int(d) == 1 for d in t.shape[:lead]):
-            return x.reshape((1,) * lead + x.shape)
-    shown = [str(d) for d in t.shape]
-    raise EvaluationError(f"input '{name}': shape {list(x.shape)} does not fit the declared shape {shown}")
+            y = x.reshape((1,) * lead + x.shape)
+            if _dims_fit(y.shape, t):
+                return y
+    raise _does_not_fit(fn, name, x)
 
 
 def _optional_default(name: str, ft: Any, t: TensorType, max_bytes: int) -> np.ndarray:
@@ -90,6 +135,7 @@ def adapt_feeds(fn: Function, feeds: Mapping[str, Any], *, max_tensor_bytes: int
     """The feeds as the program's inputs take them (see the module docstring); defaults of omitted
     optional inputs are bounded by ``max_tensor_bytes`` (default `limits.DEFAULT_MAX_TENSOR_BYTES`)."""
     limit = DEFAULT_MAX_TENSOR_BYTES if max_tensor_bytes is None else max_tensor_bytes
+    check_names(fn, feeds)
     out: dict[str, Any] = dict(feeds)
     for v in fn.inputs:
         if not isinstance(v.type, TensorType):
@@ -104,15 +150,40 @@ def adapt_feeds(fn: Function, feeds: Mapping[str, Any], *, max_tensor_bytes: int
         if ft is not None and desc.feature_kind(ft) == "imageType":
             arr = np.asarray(x)
             if arr.dtype == np.uint8 or (arr.ndim in (2, 3) and arr.ndim != len(v.type.shape or ())):
-                out[v.name] = _image_to_tensor(arr, v.name, ft, v.type)
+                out[v.name] = _image_to_tensor(fn, arr, v.name, ft, v.type)
                 continue
         arr = np.asarray(x)
         if v.type.dtype.name != "string":
             if arr.dtype.kind not in "biuf":
                 raise EvaluationError(f"input '{v.name}': {arr.dtype} data for a {v.type.dtype.name} input")
             arr = arr.astype(v.type.dtype.storage, copy=False)
-        out[v.name] = _fit_shape(arr, v.name, v.type)
+        out[v.name] = _fit_shape(fn, arr, v.name, v.type)
     return out
+
+
+def _names(names: list[str]) -> str:
+    return ", ".join(f"'{n}'" for n in names)
+
+
+def check_names(fn: Function, feeds: Mapping[str, Any]) -> None:
+    """`EvaluationError` naming every unknown and every missing input of ``fn`` at once, with what
+    each missing one takes: ``unknown input 'img'; missing input 'image' (image 32 x 32 (W x H) RGB:
+    an H x W x 3 uint8 array)``. An optional multiArray input may be left out (it has a default)."""
+    from .interface import inputs
+
+    features = {f.name: f for f in inputs(fn)}
+    unknown = [k for k in feeds if k not in features]
+    missing = [f for f in features.values() if f.name not in feeds and not (f.optional and f.kind == "multiArray")]
+    if not unknown and not missing:
+        return
+    parts = []
+    if unknown:
+        parts.append(f"unknown input{'s' * (len(unknown) > 1)} {_names(unknown)}")
+    if missing:
+        parts.append(f"missing input{'s' * (len(missing) > 1)} " + ", ".join(f"'{f.name}' ({f.text()})" for f in missing))
+    elif unknown:
+        parts[-1] += f" (the inputs are {_names(list(features))})"
+    raise EvaluationError("; ".join(parts), function=fn.name)
 
 
 def adapt_outputs(fn: Function, outputs: dict[str, Any]) -> dict[str, Any]:

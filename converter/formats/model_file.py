@@ -19,7 +19,8 @@ from ..limits import MAX_MODEL_FILE_BYTES, shape_problem
 from .atomic import atomic_write_bytes, atomic_write_segments
 from .blob import BlobReader
 from .files import open_regular
-from .package import MLPackage, is_mlpackage, read_package
+from .package import MODEL_PATH_PREFIX, WEIGHTS_ITEM_NAME, MLPackage, is_mlpackage, read_package
+from .package import _resolve_inside as resolve_inside
 from .proto import Model_pb2, NeuralNetwork_pb2
 from .protowire import WireError, split_payloads
 from .protowire_join import joined_segments
@@ -37,6 +38,10 @@ class ModelFile:
     # NeuralNetwork weights left in the mapped file: (WeightParams field number, bytes), by the index
     # that the marker in the WeightParams holds (see protowire; weights.decode reads them)
     payloads: list[tuple[int, memoryview]] = field(default_factory=list, repr=False)
+    #: a model given in memory (`model_file_from_message`): the folder its ``@model_path/weights/``
+    #: blob files are in, if any; ``path`` is then a label such as ``<bytes>``
+    weights_dir: Path | None = None
+    in_memory: bool = False
 
     @property
     def model_path(self) -> Path:
@@ -44,9 +49,12 @@ class ModelFile:
 
     def load_blob(self, file_name: str, offset: int, t: TensorType) -> np.ndarray:
         """The (zero-copy) array a ``blobFileValue`` refers to, checked against its declared type."""
-        if self.package is None:
+        if self.package is None and self.weights_dir is None:
+            why = ("the model was given in memory without its weights folder: load(..., weights_dir=...) names it "
+                   "(a coremltools MLModel has it as its weights_dir)") if self.in_memory else \
+                "a bare .mlmodel has no weights directory"
             raise FormatError(
-                f"value refers to weight file {file_name!r}, but a bare .mlmodel has no weights directory",
+                f"value refers to weight file {file_name!r}, but {why}",
                 file=str(self.path),
                 field="blobFileValue",
             )
@@ -54,7 +62,8 @@ class ModelFile:
             raise FormatError(f"weight of non-static type {t}", file=str(self.model_path), field="blobFileValue")
         blob_path = self._resolved.get(file_name)
         if blob_path is None:
-            blob_path = self._resolved[file_name] = self.package.resolve_blob_file(file_name)
+            blob_path = self._resolved[file_name] = (self.package.resolve_blob_file(file_name) if self.package
+                                                     else self._resolve_in_weights_dir(file_name))
         reader = self._readers.get(blob_path)
         if reader is None:
             try:
@@ -72,6 +81,29 @@ class ModelFile:
             raise FormatError(f"weight of type {t}: {why}", file=str(self.model_path), field="blobFileValue")
         count = math.prod(shape)
         return reader.read(offset, expected_dtype=t.dtype.name, expected_count=count).reshape(shape)
+
+
+    def _resolve_in_weights_dir(self, file_name: str) -> Path:
+        """``@model_path/weights/NAME`` of a model given in memory: NAME inside ``weights_dir``."""
+        assert self.weights_dir is not None
+        prefix = MODEL_PATH_PREFIX + WEIGHTS_ITEM_NAME + "/"
+
+        def error(message: str) -> FormatError:
+            return FormatError(f"blob file name {file_name!r}: {message}", file=str(self.path),
+                               field="blobFileValue.fileName")
+
+        if not isinstance(file_name, str) or not file_name.startswith(prefix):
+            raise error(f"must start with '{prefix}' (the weights folder given)")
+        root = Path(os.path.realpath(self.weights_dir))
+        return resolve_inside(root, root, file_name[len(prefix):], error)
+
+
+def model_file_from_message(model: Model_pb2.Model, label: str, *,
+                            weights_dir: str | os.PathLike | None = None) -> ModelFile:
+    """A model given in memory (a parsed ``Model`` message) as a `ModelFile`: nothing is read from
+    disk but the blob files of an ML program, from ``weights_dir``. ``label`` names it in errors."""
+    return ModelFile(Path(label), model, weights_dir=None if weights_dir is None else Path(weights_dir),
+                     in_memory=True)
 
 
 def parse_model_bytes(data: bytes, path: Path) -> Model_pb2.Model:

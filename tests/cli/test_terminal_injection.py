@@ -65,10 +65,13 @@ def test_notes_and_check_lines_are_escaped(models, tmp_path: Path):
     out = tmp_path / "x.mlpackage"
     result = invoke("convert", models["good"], "-o", out, "--check")
     assert result.exit_code == 0, result.output
-    _assert_safe(result.stderr, "note: ")
-    _assert_safe(result.stdout, "wrote ", "  ", "largest output difference: ")
+    _assert_safe(result.stderr, "note: ", "running ")
+    _assert_safe(result.stdout, "wrote ", "output ", "out\\u202e", "note: ", "PASS: ")
     assert "note: function 'main' input 'in\\x1b]0;pwned\\x07\\nput' is written as 'in__0_pwned__put'" in result.stderr
-    assert "  out\\u202e\\x1b]0;pwned\\x07: largest difference 0" in result.stdout
+    row = result.stdout.splitlines()[2]  # wrote, the header, the row
+    assert row.split()[0] == "out\\u202e\\x1b]0;pwned\\x07" and row.endswith("  ok")
+    assert "note: inputs paired by position (no input of that name): 'in\\x1b]0;pwned\\x07\\nput' -> " \
+        "'in__0_pwned__put'" in result.stdout
 
 
 def test_run_output_names_are_escaped(models):

@@ -286,9 +286,9 @@ def problems(r: Result, *, expect: str = "either") -> list[str]:
     if r.exit_code is not None:  # the CLI
         if r.outcome == "error" and r.exit_code != 2:
             out.append(f"exit {r.exit_code}, not 2")
-        lines = [ln for ln in r.stderr.splitlines() if not ln.startswith("note: ")]
+        lines = [ln for ln in r.stderr.splitlines() if not ln.startswith(("note: ", "running "))]
         if r.outcome == "error" and (len(lines) != 1 or not lines[0].startswith("error: ")):
-            out.append("stderr is not one 'error: ...' line (besides notes)")
+            out.append("stderr is not one 'error: ...' line (besides notes and --check's progress lines)")
         if "Traceback" in r.stderr:
             out.append("a traceback")
     # (a model's names may hold newlines, and the library's messages quote them as they are: how they

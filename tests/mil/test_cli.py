@@ -111,7 +111,7 @@ def test_run_with_a_missing_input_is_one_line(tmp_path: Path):
     feeds = tmp_path / "in.npz"
     np.savez(feeds, wrong=np.zeros((2, 16), np.float32))
     result = invoke("run", TORCH / "mlp_mlprogram.mlpackage", "--inputs", feeds)
-    assert_one_line_error(result, "function 'main'", "missing inputs: x")
+    assert_one_line_error(result, "function 'main'", "unknown input 'wrong'; missing input 'x' (multiArray float32 2 x 16)")
 
 
 @pytest.mark.parametrize("args", [["run", "{model}", "--inputs", "{npz}"], ["convert", "{model}", "-o", "{out}"]],

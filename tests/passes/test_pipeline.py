@@ -141,7 +141,8 @@ def _invoke(*args: object):
 def test_cli_convert_runs_the_default_pipeline_unless_told(model: Path, tmp_path: Path) -> None:
     r = _invoke("convert", model, "-o", tmp_path / "a.mlpackage", "--pass-stats", "--verify", "--check")
     assert r.exit_code == 0, r.output
-    assert "canonicalize" in r.output and "mul_one 2" in r.output and "largest output difference: 0" in r.output
+    assert "canonicalize" in r.output and "mul_one 2" in r.output
+    assert r.stdout.splitlines()[-1].startswith("PASS: ")  # --check: the verify table and verdict
     assert _types(converter.load(tmp_path / "a.mlpackage")) == ["relu", "sub"]
     r = _invoke("convert", model, "-o", tmp_path / "b.mlpackage", "--passes", "none")
     assert r.exit_code == 0, r.output
