@@ -77,6 +77,11 @@ def main() -> None:
     NeuralNetwork models or WebNN."""
 
 
+from converter.cli_migrate import migrate_cmd  # noqa: E402 - registered after the group exists
+
+main.add_command(migrate_cmd)
+
+
 @main.command("ops")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def ops_cmd(as_json: bool) -> None:

@@ -4,6 +4,7 @@ Public API:
     load(path) -> Program            read a model (.mlmodel / .mlpackage)
     save(program, path, target=...)  write a model (never over anything unless overwrite=True)
     convert(src, to=..., out=...)    load + optimize (the default pass pipeline) + save in one call
+    migrate(src_dir, dst_dir, ...)   convert a folder of models in parallel, resumably -> MigrationReport
     optimize(program, pipeline=...)  run a pass pipeline in place; returns statistics per pass
     explain(program, op_name)        which rewrite rules fire at an op, and why the others do not
     run(program, feeds) -> outputs   the reference interpreter
@@ -15,6 +16,7 @@ from .api import convert, explain, load, optimize, run, save
 from .destination import DestinationError
 from .errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from .ir.core import Block, Function, Op, Program, Value
+from .migration import MigrationReport, migrate
 
 __version__ = "0.1.0"
 
@@ -24,6 +26,7 @@ __all__ = [
     "ConverterError",
     "DestinationError",
     "FormatError",
+    "MigrationReport",
     "Function",
     "Op",
     "Program",
@@ -33,6 +36,7 @@ __all__ = [
     "convert",
     "explain",
     "load",
+    "migrate",
     "optimize",
     "run",
     "save",

@@ -1,0 +1,237 @@
+"""Where the workers run: processes on this machine, or a Dask distributed cluster.
+
+Every model is converted by `run_isolated`, which starts ``python -m converter.migration.worker``
+for it and waits at most the time limit: a model that crashes its process, exceeds its memory limit
+or its time becomes one failed / memory / timeout entry, never the end of the run. An executor only
+decides where `run_isolated` runs; the interface is one method, `Executor.run`:
+
+- `LocalExecutor`: ``jobs`` threads of this process, each waiting on its worker process.
+- `DaskExecutor`: ``client.submit(run_isolated, ...)`` on a cluster whose workers see the same file
+  system; a cluster worker that dies mid-task has its task retried elsewhere by Dask, and a task
+  that keeps killing workers ends as a failed entry (`distributed.KilledWorker`).
+
+At most as many models are in flight as there are slots, so the journal's ``start`` records name
+what is running, and the largest models are handed out first (shorter runs on several cores).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable
+from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
+from dataclasses import asdict, dataclass
+from typing import Any, Protocol
+
+from .tasks import MigrationOptions, Task
+from .worker import RESULT_MARK
+
+__all__ = ["DaskExecutor", "Executor", "LocalExecutor", "WorkerSettings", "make_executor", "run_isolated"]
+
+#: Environment of the worker processes: one thread per numeric library, as the parallelism is the
+#: number of workers (values the user set are kept).
+_SINGLE_THREADED = {v: "1" for v in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS")}
+
+
+@dataclass(frozen=True)
+class WorkerSettings:
+    options: MigrationOptions
+    timeout: float | None = 600.0  # seconds of wall time per model
+    memory_mib: int | None = 4096  # RLIMIT_DATA of the worker process
+
+
+def worker_command() -> list[str]:
+    """The command that converts one model (tests substitute a wrapper)."""
+    return [sys.executable, "-m", "converter.migration.worker"]
+
+
+_live: set[subprocess.Popen] = set()
+_live_lock = threading.Lock()
+
+
+def kill_running() -> None:
+    """SIGKILL every worker process this process started and that is still running (an interrupt)."""
+    with _live_lock:
+        procs = list(_live)
+    for p in procs:
+        try:
+            p.kill()
+        except OSError:  # pragma: no cover - already gone
+            pass
+
+
+def _entry(status: str, reason: str) -> dict[str, Any]:
+    return {"status": status, "reason": reason, "output": None, "target": None, "ops_before": None,
+            "ops_after": None, "max_error": None, "notes": [], "peak_mib": None}
+
+
+def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, Any]:
+    """Convert ``task`` in a worker process of its own (see the module docstring); the report
+    entry's fields, with ``seconds`` measured here."""
+    request = {"task": asdict(task), "options": asdict(settings.options), "replace": replace,
+               "memory_mib": settings.memory_mib, "parent": os.getpid()}
+    env = {**_SINGLE_THREADED, **os.environ}
+    start = time.perf_counter()
+    proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, env=env, text=True)
+    with _live_lock:
+        _live.add(proc)
+    try:
+        try:
+            out, err = proc.communicate(json.dumps(request) + "\n", timeout=settings.timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.communicate()
+            entry = _entry("timeout", f"stopped after the time limit of {settings.timeout:g} s")
+            entry["seconds"] = round(time.perf_counter() - start, 3)
+            return entry
+        except BaseException:
+            proc.kill()
+            proc.wait()
+            raise
+    finally:
+        with _live_lock:
+            _live.discard(proc)
+    seconds = round(time.perf_counter() - start, 3)
+    for line in reversed(out.splitlines()):
+        if line.startswith(RESULT_MARK):
+            entry = json.loads(line[len(RESULT_MARK):])
+            break
+    else:
+        entry = _entry("failed", _died(proc.returncode, err, settings))
+        if "MemoryError" in err:
+            entry = _entry("memory", f"out of memory (limit {settings.memory_mib} MiB)")
+    entry["seconds"] = seconds
+    return entry
+
+
+def _died(code: int, stderr: str, settings: WorkerSettings) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = f"signal {-code}"
+        return f"the worker process was killed by {name}"
+    last = next((line for line in reversed(stderr.splitlines()) if line.strip()), "")
+    return f"the worker process exited with status {code}" + (f": {last.strip()[:300]}" if last else "")
+
+
+OnStart = Callable[[Task], None]
+OnResult = Callable[[Task, dict[str, Any]], None]
+
+
+class Executor(Protocol):
+    def run(self, work: Iterable[tuple[Task, bool]], settings: WorkerSettings, on_start: OnStart,
+            on_result: OnResult) -> None:
+        """Convert every (task, may replace its output) of ``work``; call ``on_start`` (before a
+        task is handed out) and ``on_result`` (when it ends) in the calling thread."""
+
+
+class LocalExecutor:
+    """``jobs`` worker processes at a time on this machine."""
+
+    def __init__(self, jobs: int | None = None) -> None:
+        self.jobs = max(1, jobs or os.cpu_count() or 1)
+
+    def run(self, work: Iterable[tuple[Task, bool]], settings: WorkerSettings, on_start: OnStart,
+            on_result: OnResult) -> None:
+        pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="migrate")
+        try:
+            _drive(work, self.jobs, lambda t, r: pool.submit(run_isolated, t, r, settings),
+                   lambda fs: wait(fs, return_when=FIRST_COMPLETED)[0], lambda f: f.result(), on_start, on_result)
+        except BaseException:
+            kill_running()
+            raise
+        finally:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+class DaskExecutor:
+    """The tasks on a Dask distributed cluster (``scheduler``: its address; None: a local cluster
+    of ``jobs`` single-threaded worker processes). Each task still runs in its own process on the
+    cluster worker, so the time and memory limits hold there too."""
+
+    def __init__(self, scheduler: str | None = None, jobs: int | None = None, client: Any = None) -> None:
+        try:
+            import distributed  # noqa: F401
+        except ImportError:
+            from ..errors import UnsupportedError
+
+            raise UnsupportedError("--executor dask needs the 'distributed' package: pip install "
+                                   "'converter[dask]'") from None
+        self.scheduler = scheduler
+        self.jobs = jobs
+        self.client = client
+
+    def run(self, work: Iterable[tuple[Task, bool]], settings: WorkerSettings, on_start: OnStart,
+            on_result: OnResult) -> None:
+        import distributed
+
+        cluster = None
+        client = self.client
+        if client is None:
+            if self.scheduler is None:
+                cluster = distributed.LocalCluster(n_workers=self.jobs or os.cpu_count() or 1, threads_per_worker=1,
+                                                   processes=True, dashboard_address=None)
+                client = distributed.Client(cluster)
+            else:
+                client = distributed.Client(self.scheduler)
+        try:
+            slots = max(1, sum(client.nthreads().values()))
+
+            def result(f: Any) -> dict[str, Any]:
+                try:
+                    return f.result()
+                except distributed.KilledWorker as e:
+                    return {**_entry("failed", f"every cluster worker that ran it died ({e})"), "seconds": None}
+
+            _drive(work, slots, lambda t, r: client.submit(run_isolated, t, r, settings, pure=False),
+                   lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done, result, on_start, on_result)
+        except BaseException:
+            if client is not None and cluster is None and self.client is None:
+                pass
+            raise
+        finally:
+            if self.client is None:
+                client.close()
+                if cluster is not None:
+                    cluster.close()
+
+
+def _drive(work: Iterable[tuple[Task, bool]], slots: int, submit: Callable[[Task, bool], Any],
+           wait_some: Callable[[set], set], result: Callable[[Any], dict[str, Any]], on_start: OnStart,
+           on_result: OnResult) -> None:
+    """Keep ``slots`` tasks in flight; report each as it ends."""
+    pending = iter(work)
+    running: dict[Any, Task] = {}
+
+    def refill() -> None:
+        while len(running) < slots:
+            item = next(pending, None)
+            if item is None:
+                return
+            task, replace = item
+            on_start(task)
+            running[submit(task, replace)] = task
+
+    refill()
+    while running:
+        for f in wait_some(set(running)):
+            task = running.pop(f)
+            on_result(task, result(f))
+        refill()
+
+
+def make_executor(executor: str = "local", *, jobs: int | None = None, scheduler: str | None = None) -> Executor:
+    if scheduler is not None or executor == "dask":
+        return DaskExecutor(scheduler, jobs)
+    if executor != "local":
+        from ..errors import UnsupportedError
+
+        raise UnsupportedError(f"unknown executor '{executor}' (local, dask)")
+    return LocalExecutor(jobs)
