@@ -23,7 +23,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..destination import DestinationError, Sources, output_format
+from ..destination import DestinationError, Sources, output_format, resolve_model_destination
 from ..errors import ConverterError, UnsupportedError, printable
 from ..formats.atomic import create_temp_beside, replace_path
 from .executors import WorkerSettings, make_executor
@@ -86,14 +86,15 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
         sources = Sources(t.source for t in tasks)
         claimed: dict[str, str] = {}
         for t in tasks:
+            replace = overwrite or journal.wrote(t)
             why = _blocked(t, sources, claimed)
-            if why is not None:
-                results[t.rel] = {"status": "failed", "reason": why}
-            elif (rec := journal.done(t, key, timeout=timeout, memory_mib=memory_mib)) is not None:
+            if why is None and (rec := journal.done(t, key, timeout=timeout, memory_mib=memory_mib)) is not None:
                 results[t.rel] = rec
+            elif why is not None or (why := _in_the_way(t, options, replace)) is not None:
+                results[t.rel] = {"status": "failed", "reason": why}  # not journaled: found again on a rerun
             else:
                 remove_temporaries(Path(t.output))
-                todo.append((t, overwrite or journal.wrote(t)))
+                todo.append((t, replace))
                 continue
             if on_result is not None:
                 on_result(entry_from_record(t, results[t.rel]))
@@ -146,6 +147,17 @@ def _blocked(task: Task, sources: Sources, claimed: dict[str, str]) -> str | Non
     if task.output_rel in claimed:
         return f"'{task.output_rel}' is also the output of '{claimed[task.output_rel]}'"
     claimed[task.output_rel] = task.rel
+    return None
+
+
+def _in_the_way(task: Task, options: MigrationOptions, replace: bool) -> str | None:
+    """Why ``task``'s destination may not be written (something is there that may not be replaced,
+    converter/destination.py), or None; the worker checks again before writing."""
+    try:
+        resolve_model_destination(task.output, to=options.to, sources=[task.source], overwrite=replace,
+                                  into_folder=False)
+    except ConverterError as e:
+        return str(e)
     return None
 
 

@@ -46,7 +46,14 @@ class WorkerSettings:
 
 
 def worker_command() -> list[str]:
-    """The command that converts one model (tests substitute a wrapper)."""
+    """The command that converts one model: ``CONVERTER_MIGRATE_WORKER`` (a shell-quoted command
+    line, e.g. a wrapper that runs the worker under ``nice`` or, in tests, one that misbehaves)
+    or ``python -m converter.migration.worker``."""
+    custom = os.environ.get("CONVERTER_MIGRATE_WORKER")
+    if custom:
+        import shlex
+
+        return shlex.split(custom)
     return [sys.executable, "-m", "converter.migration.worker"]
 
 
@@ -192,10 +199,6 @@ class DaskExecutor:
 
             _drive(work, slots, lambda t, r: client.submit(run_isolated, t, r, settings, pure=False),
                    lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done, result, on_start, on_result)
-        except BaseException:
-            if client is not None and cluster is None and self.client is None:
-                pass
-            raise
         finally:
             if self.client is None:
                 client.close()

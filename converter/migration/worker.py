@@ -31,26 +31,38 @@ from typing import Any
 from ..errors import ConversionWarning, ConverterError, UnsupportedError
 from .tasks import MigrationOptions, Task
 
-__all__ = ["CHECK_TOLERANCE", "RESULT_MARK", "check_result", "convert_model"]
+__all__ = ["CHECK_TOLERANCE", "CHECK_TOLERANCE_FP16", "RESULT_MARK", "check_result", "convert_model"]
 
 RESULT_MARK = "CONVERTER-MIGRATE-RESULT "
 #: Largest absolute output difference a verified model may show (until converter/verify.py chooses
-#: a tolerance by dtype).
+#: a tolerance by dtype): for a program that computes in float32, and one with float16 values.
 CHECK_TOLERANCE = 1e-2
+CHECK_TOLERANCE_FP16 = 1e-1
+
+
+def _tolerance(program: Any) -> float:
+    for op in program.walk():
+        for v in op.outputs:
+            dtype = getattr(v.type, "dtype", None)
+            if dtype is not None and dtype.name == "fp16":
+                return CHECK_TOLERANCE_FP16
+    return CHECK_TOLERANCE
 
 
 def check_result(source_program: Any, written_path: str | os.PathLike) -> tuple[float | None, bool, list[str]]:
     """Run the source program and the written model on the same random inputs:
-    (largest absolute difference over all outputs, whether it is within `CHECK_TOLERANCE`, notes).
+    (largest absolute difference over all outputs, whether it is within the tolerance, notes).
+    The tolerance is `CHECK_TOLERANCE`, or `CHECK_TOLERANCE_FP16` when the source holds float16 values.
     The one place the migration verifies a result (converter/verify.py will take its place)."""
     from ..api import load
     from ..check import compare
 
     diffs = compare(source_program, load(written_path), converted_file=str(written_path))
+    tolerance = _tolerance(source_program)
     worst = max(diffs.values(), default=0.0)
-    passed = worst <= CHECK_TOLERANCE  # NaN fails too
-    notes = [] if passed else [f"output '{k}' differs by {v:.3g}" for k, v in diffs.items()
-                               if not v <= CHECK_TOLERANCE]
+    passed = worst <= tolerance  # NaN fails too
+    notes = [] if passed else [f"output '{k}' differs by {v:.3g} (tolerance {tolerance:g})"
+                               for k, v in diffs.items() if not v <= tolerance]
     return float(worst), passed, notes
 
 
@@ -114,8 +126,7 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
                 entry["notes"] += notes
                 if not passed:
                     entry["status"] = "failed"
-                    entry["reason"] = (f"check: the written model differs from the source by {max_error:.3g} "
-                                       f"(tolerance {CHECK_TOLERANCE:g})")
+                    entry["reason"] = f"check: the written model differs from the source by {max_error:.3g}"
     except UnsupportedError as e:
         entry["status"], entry["reason"] = "refused", str(e)
     except ConverterError as e:
