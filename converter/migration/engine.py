@@ -17,7 +17,6 @@ is in the way and was not written by this migration (per the journal) is never r
 from __future__ import annotations
 
 import os
-import re
 import shutil
 from collections.abc import Callable
 from pathlib import Path
@@ -29,7 +28,7 @@ from ..formats.atomic import create_temp_beside, replace_path
 from .executors import WorkerSettings, make_executor
 from .journal import JOURNAL_DIR, Journal
 from .report import REPORT_JSON, REPORT_MD, MigrationReport, ModelEntry, entry_from_record, from_journal
-from .tasks import MigrationOptions, Task, plan_tasks
+from .tasks import MigrationOptions, Task, plan_tasks, remove_temporaries
 
 __all__ = ["migrate"]
 
@@ -159,26 +158,6 @@ def _in_the_way(task: Task, options: MigrationOptions, replace: bool) -> str | N
     except ConverterError as e:
         return str(e)
     return None
-
-
-def remove_temporaries(dest: Path) -> list[Path]:
-    """Remove the temporaries the atomic writers leave beside ``dest`` when killed
-    (``.NAME.<12 hex>.tmp`` and ``.old``, converter/formats/atomic.py); returns them."""
-    pattern = re.compile(rf"^\.{re.escape(dest.name)}\.[0-9a-f]{{12}}\.(tmp|old)$")
-    removed = []
-    try:
-        names = os.listdir(dest.parent)
-    except OSError:
-        return removed
-    for name in names:
-        if pattern.match(name):
-            p = dest.parent / name
-            if p.is_dir() and not p.is_symlink():
-                shutil.rmtree(p, ignore_errors=True)
-            else:
-                p.unlink(missing_ok=True)
-            removed.append(p)
-    return removed
 
 
 def _copy_other(src: Path, dst: Path, *, overwrite: bool, errors: list[str]) -> list[str]:

@@ -26,9 +26,10 @@ import time
 from collections.abc import Callable, Iterable
 from concurrent.futures import FIRST_COMPLETED, ThreadPoolExecutor, wait
 from dataclasses import asdict, dataclass
+from pathlib import Path
 from typing import Any, Protocol
 
-from .tasks import MigrationOptions, Task
+from .tasks import MigrationOptions, Task, remove_temporaries
 from .worker import RESULT_MARK
 
 __all__ = ["DaskExecutor", "Executor", "LocalExecutor", "WorkerSettings", "make_executor", "run_isolated"]
@@ -83,6 +84,7 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
     request = {"task": asdict(task), "options": asdict(settings.options), "replace": replace,
                "memory_mib": settings.memory_mib, "parent": os.getpid()}
     env = {**_SINGLE_THREADED, **os.environ}
+    remove_temporaries(Path(task.output))  # a worker killed on this task before (a retry on a cluster)
     start = time.perf_counter()
     proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, text=True)
@@ -94,6 +96,7 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
+            remove_temporaries(Path(task.output))
             entry = _entry("timeout", f"stopped after the time limit of {settings.timeout:g} s")
             entry["seconds"] = round(time.perf_counter() - start, 3)
             return entry
@@ -110,6 +113,7 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
             entry = json.loads(line[len(RESULT_MARK):])
             break
     else:
+        remove_temporaries(Path(task.output))
         entry = _entry("failed", _died(proc.returncode, err, settings))
         if "MemoryError" in err:
             entry = _entry("memory", f"out of memory (limit {settings.memory_mib} MiB)")

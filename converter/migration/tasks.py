@@ -16,13 +16,16 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
+import shutil
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from ..batch import find_models
 from ..destination import default_extension, output_format
 
-__all__ = ["MigrationOptions", "Task", "fingerprint", "plan_tasks"]
+__all__ = ["MigrationOptions", "Task", "fingerprint", "plan_tasks", "remove_temporaries"]
 
 _HASHED_SUFFIXES = (".mlmodel", ".json")
 _CHUNK = 1 << 20
@@ -94,3 +97,23 @@ def plan_tasks(src: Path, dst: Path, options: MigrationOptions, on_unlisted=None
             fp, size = f"unreadable:{e.errno}", 0
         tasks.append(Task(rel, str(path.absolute()), out_rel, str((dst / out_rel).absolute()), fp, size))
     return tasks
+
+
+def remove_temporaries(dest: Path) -> list[Path]:
+    """Remove the temporaries the atomic writers leave beside ``dest`` when killed
+    (``.NAME.<12 hex>.tmp`` and ``.old``, converter/formats/atomic.py); returns them."""
+    pattern = re.compile(rf"^\.{re.escape(dest.name)}\.[0-9a-f]{{12}}\.(tmp|old)$")
+    removed = []
+    try:
+        names = os.listdir(dest.parent)
+    except OSError:
+        return removed
+    for name in names:
+        if pattern.match(name):
+            p = dest.parent / name
+            if p.is_dir() and not p.is_symlink():
+                shutil.rmtree(p, ignore_errors=True)
+            else:
+                p.unlink(missing_ok=True)
+            removed.append(p)
+    return removed
