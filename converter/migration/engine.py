@@ -22,11 +22,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from ..batch import _os_error
 from ..destination import DestinationError, Sources, output_format, resolve_model_destination
 from ..errors import ConverterError, UnsupportedError, printable
 from ..formats.atomic import create_temp_beside, replace_path
 from .executors import WorkerSettings, make_executor
-from .journal import JOURNAL_DIR, Journal
+from .journal import JOURNAL_DIR, Journal, NoJournal
 from .report import REPORT_JSON, REPORT_MD, MigrationReport, ModelEntry, entry_from_record, from_journal
 from .tasks import MigrationOptions, Task, plan_tasks, remove_temporaries
 
@@ -41,7 +42,9 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
             memory_mib: int | None = DEFAULT_MEMORY_MIB, check: bool = True, copy_other: bool = False,
             overwrite: bool = False, executor: str = "local", scheduler: str | None = None,
             on_start: Callable[[int, int], None] | None = None,
-            on_result: Callable[[ModelEntry], None] | None = None) -> MigrationReport:
+            on_result: Callable[[ModelEntry], None] | None = None, verify: bool = False,
+            max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
+            journal: bool = True) -> MigrationReport:
     """Convert every model under ``src`` to the same relative place under ``dst``; returns the report
     (also written to ``dst``/migration-report.json and .md).
 
@@ -52,7 +55,13 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     ``executor="dask"`` or a ``scheduler`` address runs the models on a Dask cluster. A rerun
     converts only the models not done yet or whose source changed (the journal).
     ``on_start(to_do, total)`` is called once the work is planned; ``on_result`` with each
-    model's entry as it finishes (also for the models a rerun skips, first).
+    model's entry as it finishes (also for the models a rerun skips, first). ``verify``: the IR
+    verifier after every pass; ``max_loop_iterations``/``max_tensor_bytes`` bound the check's runs.
+
+    ``journal=False`` is ``converter convert FOLDER -o OUT``: no journal, no report files, nothing
+    skipped, and OUT is created only for the models written (it may be the source folder itself;
+    the sources are protected by the destination rules). ``executor="inline"`` converts in this
+    process, one model after the other, without limits.
     """
     from ..passes.pipelines import resolve
 
@@ -62,22 +71,23 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
         raise UnsupportedError("converting a folder of models to WebNN is not supported yet: convert them one by one",
                                file=str(src))
     resolve(fmt if passes == "default" and fmt == "neuralnetwork" else passes)  # unknown passes: now
-    _check_folders(src, dst)
-    options = MigrationOptions(to=fmt, target=target, passes=passes, check=check)
+    _check_folders(src, dst, same_allowed=not journal)
+    options = MigrationOptions(to=fmt, target=target, passes=passes, check=check, verify=verify,
+                               max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
     settings = WorkerSettings(options, timeout, memory_mib)
     limits = {"timeout": timeout, "memory_mib": memory_mib}
     runner = make_executor(executor, jobs=jobs, scheduler=scheduler)
 
     errors: list[str] = []
     tasks = plan_tasks(src, dst, options,
-                       on_unlisted=lambda e: errors.append(printable(f"cannot list folder {e.filename}: "
-                                                                     f"{e.strerror or e}")))
-    dst.mkdir(parents=True, exist_ok=True)
-    journal = Journal(dst)
+                       on_unlisted=lambda e: errors.append(str(_os_error(e, src, "cannot list folder"))))
+    if journal:
+        dst.mkdir(parents=True, exist_ok=True)
+    log = Journal(dst) if journal else NoJournal()
     results: dict[str, dict[str, Any]] = {}
     copied: list[str] = []
     try:
-        journal.append("run", options=options.key(), pid=os.getpid(), **limits)
+        log.append("run", options=options.key(), pid=os.getpid(), **limits)
         if copy_other:
             copied = _copy_other(src, dst, overwrite=overwrite, errors=errors)
         key = options.key()
@@ -85,9 +95,9 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
         sources = Sources(t.source for t in tasks)
         claimed: dict[str, str] = {}
         for t in tasks:
-            replace = overwrite or journal.wrote(t)
+            replace = overwrite or log.wrote(t)
             why = _blocked(t, sources, claimed)
-            if why is None and (rec := journal.done(t, key, timeout=timeout, memory_mib=memory_mib)) is not None:
+            if why is None and (rec := log.done(t, key, timeout=timeout, memory_mib=memory_mib)) is not None:
                 results[t.rel] = rec
             elif why is not None or (why := _in_the_way(t, options, replace)) is not None:
                 results[t.rel] = {"status": "failed", "reason": why}  # not journaled: found again on a rerun
@@ -99,13 +109,12 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
                 on_result(entry_from_record(t, results[t.rel]))
         if on_start is not None:
             on_start(len(todo), len(tasks))
-        todo.sort(key=lambda item: -item[0].size)  # the largest first: the last to finish is short
 
         def started(task: Task) -> None:
-            journal.append("start", rel=task.rel, fingerprint=task.fingerprint, options=key, output_path=task.output)
+            log.append("start", rel=task.rel, fingerprint=task.fingerprint, options=key, output_path=task.output)
 
         def finished(task: Task, entry: dict[str, Any]) -> None:
-            rec = journal.append("result", rel=task.rel, fingerprint=task.fingerprint, options=key, **limits,
+            rec = log.append("result", rel=task.rel, fingerprint=task.fingerprint, options=key, **limits,
                                  **entry, output_path=task.output if entry.get("output") else None)
             results[task.rel] = rec
             if entry.get("status") != "converted":
@@ -117,23 +126,24 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     finally:
         report = from_journal(src.absolute(), dst.absolute(), tasks, results, options, limits, copied, errors)
         try:
-            report.write(dst)
+            if journal:
+                report.write(dst)
         finally:
-            journal.close()
+            log.close()
     return report
 
 
-def _check_folders(src: Path, dst: Path) -> None:
+def _check_folders(src: Path, dst: Path, *, same_allowed: bool) -> None:
     from ..formats.package import is_mlpackage
 
     if not src.is_dir() or is_mlpackage(src):
-        raise ConverterError("the source of a migration must be a folder of models", file=str(src))
+        raise ConverterError("the source of a folder conversion must be a folder of models", file=str(src))
     if os.path.lexists(dst) and not dst.is_dir():
-        raise DestinationError("the destination of a migration must be a folder", file=str(dst))
+        raise DestinationError("the output of a folder conversion must be a folder", file=str(dst))
     if dst.suffix.lower() in (".mlpackage", ".mlmodel"):
-        raise DestinationError(f"the destination of a migration must be a folder, not a model name "
+        raise DestinationError(f"the output of a folder conversion must be a folder, not a model name "
                                f"('{dst.suffix}')", file=str(dst))
-    if os.path.realpath(src) == os.path.realpath(dst):
+    if not same_allowed and os.path.realpath(src) == os.path.realpath(dst):
         raise DestinationError("the destination is the source folder; choose another folder", file=str(dst))
 
 
@@ -142,10 +152,11 @@ def _blocked(task: Task, sources: Sources, claimed: dict[str, str]) -> str | Non
     of the run goes there), or None."""
     why = sources.conflict(Path(task.output))
     if why is not None:
-        return f"{why}; choose another destination folder"
+        return str(DestinationError(f"{why}; choose another destination", file=task.output))
     if task.output_rel in claimed:
-        return f"'{task.output_rel}' is also the output of '{claimed[task.output_rel]}'"
-    claimed[task.output_rel] = task.rel
+        return str(DestinationError(f"also the destination of '{claimed[task.output_rel]}', converted before",
+                                    file=task.output))
+    claimed[task.output_rel] = task.source
     return None
 
 

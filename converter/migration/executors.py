@@ -32,7 +32,7 @@ from typing import Any, Protocol
 from .tasks import MigrationOptions, Task, remove_temporaries
 from .worker import RESULT_MARK
 
-__all__ = ["DaskExecutor", "Executor", "LocalExecutor", "WorkerSettings", "make_executor", "run_isolated"]
+__all__ = ["DaskExecutor", "Executor", "InlineExecutor", "LocalExecutor", "WorkerSettings", "make_executor", "run_isolated"]
 
 #: Environment of the worker processes: one thread per numeric library, as the parallelism is the
 #: number of workers (values the user set are kept).
@@ -213,8 +213,9 @@ class DaskExecutor:
 def _drive(work: Iterable[tuple[Task, bool]], slots: int, submit: Callable[[Task, bool], Any],
            wait_some: Callable[[set], set], result: Callable[[Any], dict[str, Any]], on_start: OnStart,
            on_result: OnResult) -> None:
-    """Keep ``slots`` tasks in flight; report each as it ends."""
-    pending = iter(work)
+    """Keep ``slots`` tasks in flight, the largest first (the last to finish is then a short one);
+    report each as it ends."""
+    pending = iter(sorted(work, key=lambda item: -item[0].size))
     running: dict[Any, Task] = {}
 
     def refill() -> None:
@@ -234,11 +235,30 @@ def _drive(work: Iterable[tuple[Task, bool]], slots: int, submit: Callable[[Task
         refill()
 
 
+class InlineExecutor:
+    """The tasks in this process, one after the other, in order, without limits (``converter convert
+    FOLDER``: no process start per model; a monkeypatched function is seen)."""
+
+    def run(self, work: Iterable[tuple[Task, bool]], settings: WorkerSettings, on_start: OnStart,
+            on_result: OnResult) -> None:
+        from .worker import convert_model
+
+        for task, replace in work:
+            on_start(task)
+            start = time.perf_counter()
+            entry = convert_model(task, settings.options, replace=replace)
+            entry["seconds"] = round(time.perf_counter() - start, 3)
+            entry.setdefault("peak_mib", None)
+            on_result(task, entry)
+
+
 def make_executor(executor: str = "local", *, jobs: int | None = None, scheduler: str | None = None) -> Executor:
     if scheduler is not None or executor == "dask":
         return DaskExecutor(scheduler, jobs)
+    if executor == "inline":
+        return InlineExecutor()
     if executor != "local":
         from ..errors import UnsupportedError
 
-        raise UnsupportedError(f"unknown executor '{executor}' (local, dask)")
+        raise UnsupportedError(f"unknown executor '{executor}' (local, dask, inline)")
     return LocalExecutor(jobs)

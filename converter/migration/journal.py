@@ -31,7 +31,7 @@ from typing import Any
 from ..errors import ConverterError
 from .tasks import Task
 
-__all__ = ["JOURNAL_DIR", "Journal", "read_records"]
+__all__ = ["JOURNAL_DIR", "Journal", "NoJournal", "read_records"]
 
 JOURNAL_DIR = ".converter-migrate"
 JOURNAL_NAME = "journal.jsonl"
@@ -126,6 +126,22 @@ class Journal:
         if self._fd >= 0:
             os.close(self._fd)  # also releases the lock
             self._fd = -1
+
+
+class NoJournal:
+    """No journal (``converter convert FOLDER``): nothing is recorded, nothing skipped."""
+
+    def append(self, event: str, **fields: Any) -> dict[str, Any]:
+        return {"event": event, **fields}
+
+    def done(self, task: Task, options_key: str, **limits: Any) -> None:
+        return None
+
+    def wrote(self, task: Task) -> bool:
+        return False
+
+    def close(self) -> None:
+        pass
 
 
 def _raised(before: Any, now: Any) -> bool:

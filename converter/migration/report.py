@@ -42,6 +42,12 @@ class ModelEntry:
     seconds: float | None = None
     peak_mib: float | None = None  # the worker process's peak resident memory
     notes: list[str] = field(default_factory=list)
+    #: not in the report: {source output: largest difference} of the check, and what the passes did
+    differences: dict[str, float] | None = field(default=None, repr=False)
+    pass_summary: str | None = field(default=None, repr=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {k: v for k, v in asdict(self).items() if k not in ("differences", "pass_summary")}
 
     def line(self) -> str:
         """One line for a terminal: ``converted  a/b.mlmodel -> a/b.mlpackage (1.2 s, 45 -> 40 ops, ...)``."""
@@ -86,7 +92,7 @@ class MigrationReport:
     def to_json(self) -> dict[str, Any]:
         return {"schema": SCHEMA_ID, "source": self.source, "destination": self.destination,
                 "options": self.options, "limits": self.limits, "complete": self.complete,
-                "totals": self.totals, "models": [asdict(m) for m in self.models], "copied": self.copied,
+                "totals": self.totals, "models": [m.to_json() for m in self.models], "copied": self.copied,
                 "errors": self.errors}
 
     def summary(self) -> str:
@@ -124,7 +130,8 @@ def entry_from_record(task: Task, rec: dict[str, Any] | None) -> ModelEntry:
     if rec is None:
         return ModelEntry(task.rel, None, "pending")
     return ModelEntry(task.rel, **{k: rec.get(k) for k in _ENTRY_FIELDS if k != "notes"},
-                      notes=list(rec.get("notes") or []))
+                      notes=list(rec.get("notes") or []), differences=rec.get("differences"),
+                      pass_summary=rec.get("pass_summary"))
 
 
 def from_journal(src: Path, dst: Path, tasks: list[Task], results: dict[str, dict[str, Any]],

@@ -40,6 +40,9 @@ class MigrationOptions:
     target: str | None = None
     passes: str = "default"
     check: bool = True
+    verify: bool = False  # the IR verifier after every pass
+    max_loop_iterations: int | None = None  # bounds of the check's runs (as for converter.run)
+    max_tensor_bytes: int | None = None
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

@@ -11,7 +11,9 @@ The result is a report entry without its timing fields: ``status`` (converted, r
 `UnsupportedError`, failed for any other error, memory for a `MemoryError`), ``reason``,
 ``output`` (relative to the destination folder, when a model was written), ``target``,
 ``ops_before``/``ops_after`` (ops other than ``const``, nested blocks included:
-`passes.base.count_ops`), ``max_error`` and ``notes``; ``peak_mib`` (the child's ``ru_maxrss``).
+`passes.base.count_ops`), ``max_error`` and ``notes``; ``peak_mib`` (the child's ``ru_maxrss``);
+also ``differences`` ({source output: largest difference}) and ``pass_summary``, which the report
+leaves out. A written model whose check fails (or cannot run) is "failed", its output kept.
 
 Writing obeys converter/destination.py and is atomic (`converter.save`: a temporary
 ``.NAME.<hex>.tmp`` beside the destination, renamed into place when complete).
@@ -49,21 +51,24 @@ def _tolerance(program: Any) -> float:
     return CHECK_TOLERANCE
 
 
-def check_result(source_program: Any, written_path: str | os.PathLike) -> tuple[float | None, bool, list[str]]:
-    """Run the source program and the written model on the same random inputs:
-    (largest absolute difference over all outputs, whether it is within the tolerance, notes).
-    The tolerance is `CHECK_TOLERANCE`, or `CHECK_TOLERANCE_FP16` when the source holds float16 values.
-    The one place the migration verifies a result (converter/verify.py will take its place)."""
+def check_result(source_program: Any, written_path: str | os.PathLike, *, max_loop_iterations: int | None = None,
+                 max_tensor_bytes: int | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
+    """Run the source program and the written model on the same random inputs (`check.compare`,
+    its runs bounded as `converter.run`'s): (largest absolute difference over all outputs, whether
+    it is within the tolerance, notes, {source output: difference}). The tolerance is
+    `CHECK_TOLERANCE`, or `CHECK_TOLERANCE_FP16` when the source holds float16 values. The one
+    place the migration verifies a result (converter/verify.py will take its place)."""
     from ..api import load
     from ..check import compare
 
-    diffs = compare(source_program, load(written_path), converted_file=str(written_path))
+    diffs = compare(source_program, load(written_path), converted_file=str(written_path),
+                    max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
     tolerance = _tolerance(source_program)
     worst = max(diffs.values(), default=0.0)
     passed = worst <= tolerance  # NaN fails too
     notes = [] if passed else [f"output '{k}' differs by {v:.3g} (tolerance {tolerance:g})"
                                for k, v in diffs.items() if not v <= tolerance]
-    return float(worst), passed, notes
+    return float(worst), passed, notes, diffs
 
 
 def _passes(options: MigrationOptions) -> str:
@@ -77,14 +82,15 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
     """Load, optimize, write and (with ``options.check``) verify ``task``'s model; never raises for
     a model's fault (the outcome is the returned entry's status and reason)."""
     from ..api import load, optimize, save
-    from ..batch import _make_parents, _remove_empty
+    from ..batch import _make_parents, _os_error, _remove_empty
     from ..destination import output_format, resolve_model_destination
     from ..ir.clone import clone_program
     from ..passes.base import count_ops
     from ..passes.pipelines import resolve
 
     entry: dict[str, Any] = {"status": "failed", "reason": None, "output": None, "target": options.target,
-                             "ops_before": None, "ops_after": None, "max_error": None, "notes": []}
+                             "ops_before": None, "ops_after": None, "max_error": None, "notes": [],
+                             "differences": None, "pass_summary": None}
     stage = "load"
     try:
         with warnings.catch_warnings(record=True) as caught:
@@ -94,7 +100,7 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
             stage = "optimize"
             pipeline = resolve(_passes(options))
             source = clone_program(prog)[0] if options.check and pipeline else prog
-            optimize(prog, pipeline)
+            entry["pass_summary"] = optimize(prog, pipeline, verify=options.verify).summary() if pipeline else None
             entry["ops_after"] = count_ops(prog)[0]
             stage = "write"
             dest = resolve_model_destination(task.output, to=options.to, sources=[task.source], overwrite=replace,
@@ -106,9 +112,12 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
             try:
                 created = _make_parents(dest.parent)
             except OSError as e:
-                raise ConverterError(f"cannot create folder: {e.strerror or e}", file=str(dest.parent)) from None
+                raise _os_error(e, dest.parent, "cannot create folder") from None
             try:
                 save(prog, dest, target=options.target, to=options.to, overwrite=replace)
+            except OSError as e:
+                _remove_empty(created)
+                raise _os_error(e, dest, "cannot write") from None
             except BaseException:
                 _remove_empty(created)
                 raise
@@ -118,15 +127,17 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
         if options.check:
             stage = "check"
             try:
-                max_error, passed, notes = check_result(source, dest)
-            except UnsupportedError as e:  # e.g. an input no random value can be made for
-                entry["notes"].append(f"not checked: {e}")
+                max_error, passed, notes, entry["differences"] = check_result(
+                    source, dest, max_loop_iterations=options.max_loop_iterations,
+                    max_tensor_bytes=options.max_tensor_bytes)
+            except ConverterError as e:  # e.g. an input no random value can be made for
+                entry["status"], entry["reason"] = "failed", f"the check failed: {e}"
             else:
                 entry["max_error"] = max_error
                 entry["notes"] += notes
                 if not passed:
                     entry["status"] = "failed"
-                    entry["reason"] = f"check: the written model differs from the source by {max_error:.3g}"
+                    entry["reason"] = f"the check failed: the written model differs from the source by {max_error:.3g}"
     except UnsupportedError as e:
         entry["status"], entry["reason"] = "refused", str(e)
     except ConverterError as e:
