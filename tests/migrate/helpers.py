@@ -21,7 +21,8 @@ MLP = MODELS / "builder" / "regressor_mlp.mlmodel"
 CNN = MODELS / "builder" / "cnn_conv_pool_fc.mlmodel"
 SONGS = MODELS / "real" / "baf6017f_songs.mlmodel"  # a tree ensemble: refused
 DTLN2 = MODELS / "real" / "a2e9c9a9_DTLN_AEC_128_Part2.mlpackage"  # an iOS16 program: refused by --target iOS15
-DEEPLAB = MODELS / "real" / "9de70cc9_DeepLabV3Int8LUT.mlmodel"  # about 26 s to check with the interpreter
+DEEPLAB = MODELS / "real" / "9de70cc9_DeepLabV3Int8LUT.mlmodel"
+CPM = MODELS / "real" / "799a4a00_model_cpm.mlmodel"  # 1,241 ops: a few seconds to convert and check
 
 
 def tree(root: Path, files: dict[str, Path | bytes]) -> Path:
