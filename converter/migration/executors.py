@@ -1,7 +1,8 @@
 """Where the workers run: processes on this machine, or a Dask distributed cluster.
 
-Every model is converted by `run_isolated`, which starts ``python -m converter.migration.worker``
-for it and waits at most the time limit: a model that crashes its process, exceeds its memory limit
+Every model is converted by `run_isolated` in a worker process of its own (forked from a fork
+server that has the converter imported, or ``python -m converter.migration.worker`` where that
+cannot be: see `_forkserver`), waiting at most the time limit: a model that crashes its process, exceeds its memory limit
 or its time becomes one failed / memory / timeout entry, never the end of the run. An executor only
 decides where `run_isolated` runs; the interface is one method, `Executor.run`:
 
@@ -58,7 +59,7 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "converter.migration.worker"]
 
 
-_live: set[subprocess.Popen] = set()
+_live: set[Any] = set()  # worker processes running (subprocess.Popen or multiprocessing.Process)
 _live_lock = threading.Lock()
 
 
@@ -78,14 +79,79 @@ def _entry(status: str, reason: str) -> dict[str, Any]:
             "ops_after": None, "max_error": None, "notes": [], "peak_mib": None}
 
 
+def _request(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, Any]:
+    return {"task": asdict(task), "options": asdict(settings.options), "replace": replace,
+            "memory_mib": settings.memory_mib, "parent": os.getpid(),
+            "markers": os.environ.get("CONVERTER_MIGRATE_MARKERS")}
+
+
+def _forkserver() -> Any:
+    """The multiprocessing fork-server context, or None where workers must be programs of their own:
+    no fork server on this system, a daemonic process (a Dask worker may not have children through
+    multiprocessing), or ``CONVERTER_MIGRATE_WORKER`` set."""
+    import multiprocessing
+
+    if os.environ.get("CONVERTER_MIGRATE_WORKER") or multiprocessing.current_process().daemon:
+        return None
+    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - Windows
+        return None
+    ctx = multiprocessing.get_context("forkserver")
+    ctx.set_forkserver_preload(["converter.migration.preload"])  # only before the server starts
+    return ctx
+
+
 def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, Any]:
     """Convert ``task`` in a worker process of its own (see the module docstring); the report
     entry's fields, with ``seconds`` measured here."""
-    request = {"task": asdict(task), "options": asdict(settings.options), "replace": replace,
-               "memory_mib": settings.memory_mib, "parent": os.getpid()}
-    env = {**_SINGLE_THREADED, **os.environ}
     remove_temporaries(Path(task.output))  # a worker killed on this task before (a retry on a cluster)
+    request = _request(task, replace, settings)
     start = time.perf_counter()
+    ctx = _forkserver()
+    entry = _run_forked(ctx, request, settings) if ctx is not None else _run_program(request, settings)
+    if entry["status"] != "converted":
+        remove_temporaries(Path(task.output))
+    entry["seconds"] = round(time.perf_counter() - start, 3)
+    return entry
+
+
+def _timed_out(settings: WorkerSettings) -> dict[str, Any]:
+    return _entry("timeout", f"stopped after the time limit of {settings.timeout:g} s")
+
+
+def _run_forked(ctx: Any, request: dict[str, Any], settings: WorkerSettings) -> dict[str, Any]:
+    from .worker import forked_main
+
+    receiver, sender = ctx.Pipe(duplex=False)
+    proc = ctx.Process(target=forked_main, args=(request, sender), name=f"migrate {request['task']['rel']}")
+    with _live_lock:
+        _live.add(proc)
+    try:
+        proc.start()
+        sender.close()
+        entry = None
+        if receiver.poll(settings.timeout):
+            try:
+                entry = receiver.recv()
+            except EOFError:  # it died without a word
+                pass
+        else:
+            proc.kill()
+            proc.join()
+            return _timed_out(settings)
+        proc.join()
+    except BaseException:
+        proc.kill()
+        proc.join()
+        raise
+    finally:
+        receiver.close()
+        with _live_lock:
+            _live.discard(proc)
+    return entry if entry is not None else _entry("failed", _died(proc.exitcode, ""))
+
+
+def _run_program(request: dict[str, Any], settings: WorkerSettings) -> dict[str, Any]:
+    env = {**_SINGLE_THREADED, **os.environ}
     proc = subprocess.Popen(worker_command(), stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                             stderr=subprocess.PIPE, env=env, text=True)
     with _live_lock:
@@ -96,10 +162,7 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.communicate()
-            remove_temporaries(Path(task.output))
-            entry = _entry("timeout", f"stopped after the time limit of {settings.timeout:g} s")
-            entry["seconds"] = round(time.perf_counter() - start, 3)
-            return entry
+            return _timed_out(settings)
         except BaseException:
             proc.kill()
             proc.wait()
@@ -107,22 +170,16 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
     finally:
         with _live_lock:
             _live.discard(proc)
-    seconds = round(time.perf_counter() - start, 3)
     for line in reversed(out.splitlines()):
         if line.startswith(RESULT_MARK):
-            entry = json.loads(line[len(RESULT_MARK):])
-            break
-    else:
-        remove_temporaries(Path(task.output))
-        entry = _entry("failed", _died(proc.returncode, err, settings))
-        if "MemoryError" in err:
-            entry = _entry("memory", f"out of memory (limit {settings.memory_mib} MiB)")
-    entry["seconds"] = seconds
-    return entry
+            return json.loads(line[len(RESULT_MARK):])
+    if "MemoryError" in err:
+        return _entry("memory", f"out of memory (limit {settings.memory_mib} MiB)")
+    return _entry("failed", _died(proc.returncode, err))
 
 
-def _died(code: int, stderr: str, settings: WorkerSettings) -> str:
-    if code < 0:
+def _died(code: int | None, stderr: str) -> str:
+    if code is not None and code < 0:
         try:
             name = signal.Signals(-code).name
         except ValueError:
