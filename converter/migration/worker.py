@@ -204,7 +204,11 @@ def _watch(pid: int) -> None:
 
 
 def serve(request: dict[str, Any]) -> dict[str, Any]:
-    """The worker's job once started: limit its memory, convert, measure its peak memory."""
+    """The worker's job once started: limit its memory, convert, measure its peak memory. Ctrl-C
+    (SIGINT to the terminal's whole process group) is for the migration, which stops its workers."""
+    import signal
+
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _limit_memory(request.get("memory_mib"))
     task = Task(**request["task"])
     options = MigrationOptions(**request["options"])

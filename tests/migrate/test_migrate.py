@@ -19,6 +19,7 @@ from converter.migration.journal import JOURNAL_DIR
 from tests.conftest import REPO
 from tests.migrate.helpers import (
     CNN,
+    CPM,
     DTLN2,
     GRU,
     MLP,
@@ -205,3 +206,37 @@ def test_cli_lines_appear_as_models_finish(tmp_path: Path):
     rep = report(tmp_path / "dst")
     assert {m["source"]: m["status"] for m in rep["models"]} == {"gru.mlmodel": "converted", "hang.mlmodel": "pending"}
     assert not rep["complete"]
+
+
+def test_a_forked_worker_killed_from_outside_is_one_failed_entry(tmp_path: Path):
+    """The real (fork-server) workers: SIGKILL the one converting model_cpm; it is reported, the
+    next model is converted, no temporary is left."""
+    import threading
+
+    import psutil
+
+    src = tree(tmp_path / "src", {"cpm.mlmodel": CPM, "gru.mlmodel": GRU})
+    me = psutil.Process()
+    killed: list[int] = []
+
+    def kill_first_worker() -> None:
+        for _ in range(600):
+            for server in me.children():
+                if "forkserver" in " ".join(server.cmdline()):
+                    workers = server.children()
+                    if workers:
+                        workers[0].kill()
+                        killed.append(workers[0].pid)
+                        return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_first_worker)
+    killer.start()
+    rep = converter.migrate(src, tmp_path / "dst", jobs=1)  # the largest (cpm) first
+    killer.join()
+    assert killed
+    entries = {m.source: m for m in rep.models}
+    assert entries["cpm.mlmodel"].status == "failed", entries
+    assert entries["cpm.mlmodel"].reason == "the worker process was killed by SIGKILL"
+    assert entries["gru.mlmodel"].status == "converted"
+    assert not temporaries(tmp_path / "dst") and not (tmp_path / "dst" / "cpm.mlpackage").exists()
