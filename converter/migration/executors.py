@@ -222,7 +222,9 @@ class LocalExecutor:
 class DaskExecutor:
     """The tasks on a Dask distributed cluster (``scheduler``: its address; None: a local cluster
     of ``jobs`` single-threaded worker processes). Each task still runs in its own process on the
-    cluster worker, so the time and memory limits hold there too."""
+    cluster worker, so the time and memory limits hold there too: forked from a fork server where
+    the cluster's workers are not daemonic processes (the local cluster made here; a cluster
+    started with ``distributed.worker.daemon: false``), else a new interpreter per model."""
 
     def __init__(self, scheduler: str | None = None, jobs: int | None = None, client: Any = None) -> None:
         try:
@@ -244,8 +246,12 @@ class DaskExecutor:
         client = self.client
         if client is None:
             if self.scheduler is None:
-                cluster = distributed.LocalCluster(n_workers=self.jobs or os.cpu_count() or 1, threads_per_worker=1,
-                                                   processes=True, dashboard_address=None)
+                import dask
+
+                # non-daemonic worker processes may fork workers from a fork server (see _forkserver)
+                with dask.config.set({"distributed.worker.daemon": False}):
+                    cluster = distributed.LocalCluster(n_workers=self.jobs or os.cpu_count() or 1,
+                                                       threads_per_worker=1, processes=True, dashboard_address=None)
                 client = distributed.Client(cluster)
             else:
                 client = distributed.Client(self.scheduler)

@@ -16,13 +16,21 @@ from tests.migrate.test_resume import SUBSET
 distributed = pytest.importorskip("distributed")
 
 
-@pytest.mark.slow  # about 40 s (2 cores, shared): cluster start, 10 models, a worker restart
-def test_dask_local_cluster_with_a_worker_killed(tmp_path: Path, monkeypatch):
-    fake_worker_env(monkeypatch)  # "slow" models wait in their worker: some are in flight at the kill
-    monkeypatch.setenv("FAKE_WORKER_SLOW", "2")
+@pytest.mark.slow  # about 40 s each (2 cores, load average 10): cluster start, 10 models, a worker restart
+@pytest.mark.parametrize("workers", ["programs", "forked"])
+def test_dask_local_cluster_with_a_worker_killed(tmp_path: Path, monkeypatch, workers: str):
+    """``programs``: daemonic cluster workers start ``python -m converter.migration.worker`` per model
+    (here the fake worker, whose "slow" models wait 2 s so that some are in flight at the kill);
+    ``forked``: non-daemonic cluster workers fork the real worker from a fork server."""
+    import dask
+
+    if workers == "programs":
+        fake_worker_env(monkeypatch)
+        monkeypatch.setenv("FAKE_WORKER_SLOW", "2")
     src = tree(tmp_path / "src", SUBSET)
     local = converter.migrate(src, tmp_path / "local", jobs=2)
-    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with dask.config.set({"distributed.worker.daemon": workers == "programs"}), \
+            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
         killed: list[int] = []

@@ -46,21 +46,27 @@ SUBSET = {
 }
 
 
-def _env(markers: Path) -> dict[str, str]:
+def _env(markers: Path, workers: str) -> dict[str, str]:
+    """``programs``: the fake worker as a program per model ("slow" models wait 1 s first);
+    ``forked``: the real worker forked from the fork server."""
     markers.mkdir(exist_ok=True)
-    return {**os.environ, "PYTHONPATH": str(REPO), "CONVERTER_MIGRATE_MARKERS": str(markers), "FAKE_WORKER_SLOW": "1",
-            "CONVERTER_MIGRATE_WORKER": f"{sys.executable} {FAKE_WORKER}"}
+    env = {**os.environ, "PYTHONPATH": str(REPO), "CONVERTER_MIGRATE_MARKERS": str(markers)}
+    env.pop("CONVERTER_MIGRATE_WORKER", None)
+    if workers == "programs":
+        env.update({"FAKE_WORKER_SLOW": "1", "CONVERTER_MIGRATE_WORKER": f"{sys.executable} {FAKE_WORKER}"})
+    return env
 
 
 def _migrate_cmd(src: Path, dst: Path) -> list[str]:
     return [sys.executable, str(REPO / "cli.py"), "migrate", str(src), str(dst), "-j", "2"]
 
 
-@pytest.mark.slow  # about 30 s (2 cores, load average 7)
-def test_sigkill_of_the_parent_then_rerun(tmp_path: Path):
+@pytest.mark.slow  # about 30 s each (2 cores, load average 7)
+@pytest.mark.parametrize("workers", ["programs", "forked"])
+def test_sigkill_of_the_parent_then_rerun(tmp_path: Path, workers: str):
     src = tree(tmp_path / "src", SUBSET)
     markers = tmp_path / "markers"
-    env = _env(markers)
+    env = _env(markers, workers)
     dst = tmp_path / "dst"
     proc = subprocess.Popen(_migrate_cmd(src, dst), stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
                             env=env)
@@ -71,7 +77,7 @@ def test_sigkill_of_the_parent_then_rerun(tmp_path: Path):
     finally:
         proc.kill()
     assert all(line.strip() for line in lines), lines
-    time.sleep(0.5)  # the killed parent's workers die with it (PR_SET_PDEATHSIG)
+    time.sleep(3)  # the killed parent's workers die with it (PR_SET_PDEATHSIG, or watching its pid)
     first_run = started(markers)
     done_first = {r["rel"] for r in journal(dst) if r["event"] == "result"}
     assert 3 <= len(done_first) < len(SUBSET), done_first
