@@ -264,8 +264,18 @@ class DaskExecutor:
                 except distributed.KilledWorker as e:
                     return {**_entry("failed", f"every cluster worker that ran it died ({e})"), "seconds": None}
 
-            _drive(work, slots, lambda t, r: client.submit(run_isolated, t, r, settings, pure=False),
-                   lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done, result, on_start, on_result)
+            submitted: list[Any] = []
+
+            def submit(task: Task, replace: bool) -> Any:
+                submitted.append(client.submit(run_isolated, task, replace, settings, pure=False))
+                return submitted[-1]
+
+            try:
+                _drive(work, slots, submit, lambda fs: distributed.wait(fs, return_when="FIRST_COMPLETED").done,
+                       result, on_start, on_result)
+            except BaseException:  # an interrupt: nothing new starts (a running model ends on its own)
+                client.cancel(submitted, force=True)
+                raise
         finally:
             if self.client is None:
                 client.close()
