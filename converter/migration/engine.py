@@ -114,8 +114,8 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
             log.append("start", rel=task.rel, fingerprint=task.fingerprint, options=key, output_path=task.output)
 
         def finished(task: Task, entry: dict[str, Any]) -> None:
-            rec = log.append("result", rel=task.rel, fingerprint=task.fingerprint, options=key, **limits,
-                                 **entry, output_path=task.output if entry.get("output") else None)
+            rec = log.append("result", rel=task.rel, fingerprint=task.fingerprint, options=key, **limits, **entry,
+                             output_path=task.output if entry.get("output") else None)
             results[task.rel] = rec
             if entry.get("status") != "converted":
                 remove_temporaries(Path(task.output))
