@@ -1,8 +1,8 @@
 """Where the workers run: processes on this machine, or a Dask distributed cluster.
 
-Every model is converted by `run_isolated` in a worker process of its own (forked from a fork
-server that has the converter imported, or ``python -m converter.migration.worker`` where that
-cannot be: see `_forkserver`), waiting at most the time limit: a model that crashes its process, exceeds its memory limit
+Every model is converted by `run_isolated` in a worker process of its own (forked by a worker
+factory that has the converter imported, zygote.py; or ``python -m converter.migration.worker``
+with ``CONVERTER_MIGRATE_WORKER``), waiting at most the time limit: a model that crashes its process, exceeds its memory limit
 or its time becomes one failed / memory / timeout entry, never the end of the run. An executor only
 decides where `run_isolated` runs; the interface is one method, `Executor.run`:
 
@@ -85,19 +85,10 @@ def _request(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, A
             "markers": os.environ.get("CONVERTER_MIGRATE_MARKERS")}
 
 
-def _forkserver() -> Any:
-    """The multiprocessing fork-server context, or None where workers must be programs of their own:
-    no fork server on this system, a daemonic process (a Dask worker may not have children through
-    multiprocessing), or ``CONVERTER_MIGRATE_WORKER`` set."""
-    import multiprocessing
-
-    if os.environ.get("CONVERTER_MIGRATE_WORKER") or multiprocessing.current_process().daemon:
-        return None
-    if "forkserver" not in multiprocessing.get_all_start_methods():  # pragma: no cover - Windows
-        return None
-    ctx = multiprocessing.get_context("forkserver")
-    ctx.set_forkserver_preload(["converter.migration.preload"])  # only before the server starts
-    return ctx
+def _use_factory() -> bool:
+    """Fork workers from a factory process (zygote.py) unless ``CONVERTER_MIGRATE_WORKER`` names
+    another worker program, or this system cannot fork."""
+    return not os.environ.get("CONVERTER_MIGRATE_WORKER") and hasattr(os, "fork") and sys.platform != "win32"
 
 
 def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, Any]:
@@ -106,8 +97,7 @@ def run_isolated(task: Task, replace: bool, settings: WorkerSettings) -> dict[st
     remove_temporaries(Path(task.output))  # a worker killed on this task before (a retry on a cluster)
     request = _request(task, replace, settings)
     start = time.perf_counter()
-    ctx = _forkserver()
-    entry = _run_forked(ctx, request, settings) if ctx is not None else _run_program(request, settings)
+    entry = _run_forked(request, settings) if _use_factory() else _run_program(request, settings)
     if entry["status"] != "converted":
         remove_temporaries(Path(task.output))
     entry["seconds"] = round(time.perf_counter() - start, 3)
@@ -118,36 +108,117 @@ def _timed_out(settings: WorkerSettings) -> dict[str, Any]:
     return _entry("timeout", f"stopped after the time limit of {settings.timeout:g} s")
 
 
-def _run_forked(ctx: Any, request: dict[str, Any], settings: WorkerSettings) -> dict[str, Any]:
-    from .worker import forked_main
+class _Pid:
+    """A worker forked by a factory: what `kill_running` needs of it."""
 
-    receiver, sender = ctx.Pipe(duplex=False)
-    proc = ctx.Process(target=forked_main, args=(request, sender), name=f"migrate {request['task']['rel']}")
-    with _live_lock:
-        _live.add(proc)
+    def __init__(self, pid: int) -> None:
+        self.pid = pid
+
+    def kill(self) -> None:
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+class _Factory:
+    """This thread's worker factory (``python -m converter.migration.zygote``) and its output."""
+
+    def __init__(self) -> None:
+        self.proc = subprocess.Popen([sys.executable, "-m", "converter.migration.zygote", str(os.getpid())],
+                                     stdin=subprocess.PIPE, stdout=subprocess.PIPE, bufsize=0,
+                                     env={**_SINGLE_THREADED, **os.environ})
+        self.buffer = b""
+
+    def send(self, request: dict[str, Any]) -> None:
+        self.proc.stdin.write((json.dumps(request) + "\n").encode())
+
+    def line(self, deadline: float | None) -> bytes | None:
+        """The next line (b"" if the factory is gone), or None when ``deadline`` passes first."""
+        import select
+
+        fd = self.proc.stdout.fileno()
+        while b"\n" not in self.buffer:
+            wait = None if deadline is None else deadline - time.monotonic()
+            if wait is not None and wait <= 0:
+                return None
+            if not select.select([fd], [], [], wait)[0]:
+                return None
+            chunk = os.read(fd, 1 << 16)
+            if not chunk:
+                return b""
+            self.buffer += chunk
+        line, _, self.buffer = self.buffer.partition(b"\n")
+        return line
+
+    def close(self) -> None:
+        try:
+            self.proc.stdin.close()
+            self.proc.wait(timeout=5)
+        except (OSError, subprocess.TimeoutExpired):
+            self.proc.kill()
+            self.proc.wait()
+
+
+_factories: dict[int, _Factory] = {}  # by thread id
+
+
+def _factory() -> _Factory:
+    key = threading.get_ident()
+    f = _factories.get(key)
+    if f is None or f.proc.poll() is not None:
+        f = _factories[key] = _Factory()
+    return f
+
+
+def close_factories() -> None:
+    """End the worker factories of threads that have ended (their factories were killed with them)
+    or, at the end of a run, all of them."""
+    alive = {t.ident for t in threading.enumerate()}
+    for key in [k for k in _factories if k not in alive]:
+        _factories.pop(key).close()
+
+
+def _run_forked(request: dict[str, Any], settings: WorkerSettings) -> dict[str, Any]:
+    factory = _factory()
+    worker = None
     try:
-        proc.start()
-        sender.close()
-        entry = None
-        if receiver.poll(settings.timeout):
-            try:
-                entry = receiver.recv()
-            except EOFError:  # it died without a word
-                pass
-        else:
-            proc.kill()
-            proc.join()
+        factory.send(request)
+        first = factory.line(time.monotonic() + 120)
+        if not first:
+            raise OSError("the worker factory did not answer")
+        worker = _Pid(json.loads(first)["pid"])
+        with _live_lock:
+            _live.add(worker)
+        deadline = None if settings.timeout is None else time.monotonic() + settings.timeout
+        line = factory.line(deadline)
+        if line is None:  # over the time limit
+            worker.kill()
+            factory.line(None)
             return _timed_out(settings)
-        proc.join()
-    except BaseException:
-        proc.kill()
-        proc.join()
+        if not line:
+            raise OSError("the worker factory died")
+        answer = json.loads(line)
+    except BaseException as e:
+        if worker is not None:
+            worker.kill()
+        _factories.pop(threading.get_ident(), None)  # the next task starts a new factory
+        factory.proc.kill()
+        factory.proc.wait()
+        if isinstance(e, (OSError, ValueError)):
+            return _entry("failed", f"the worker factory failed: {e}")
         raise
     finally:
-        receiver.close()
-        with _live_lock:
-            _live.discard(proc)
-    return entry if entry is not None else _entry("failed", _died(proc.exitcode, ""))
+        if worker is not None:
+            with _live_lock:
+                _live.discard(worker)
+    if answer["entry"] is not None:
+        return answer["entry"]
+    status = answer["status"]
+    if os.WIFEXITED(status) and os.WEXITSTATUS(status) == 75:
+        return _entry("memory", f"out of memory (limit {settings.memory_mib} MiB)")
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    return _entry("failed", _died(code, ""))
 
 
 def _run_program(request: dict[str, Any], settings: WorkerSettings) -> dict[str, Any]:
@@ -217,14 +288,14 @@ class LocalExecutor:
             raise
         finally:
             pool.shutdown(wait=True, cancel_futures=True)
+            close_factories()
 
 
 class DaskExecutor:
     """The tasks on a Dask distributed cluster (``scheduler``: its address; None: a local cluster
     of ``jobs`` single-threaded worker processes). Each task still runs in its own process on the
-    cluster worker, so the time and memory limits hold there too: forked from a fork server where
-    the cluster's workers are not daemonic processes (the local cluster made here; a cluster
-    started with ``distributed.worker.daemon: false``), else a new interpreter per model."""
+    cluster worker, so the time and memory limits hold there too (forked by a worker factory of
+    the cluster worker's own, as locally)."""
 
     def __init__(self, scheduler: str | None = None, jobs: int | None = None, client: Any = None) -> None:
         try:
@@ -246,12 +317,8 @@ class DaskExecutor:
         client = self.client
         if client is None:
             if self.scheduler is None:
-                import dask
-
-                # non-daemonic worker processes may fork workers from a fork server (see _forkserver)
-                with dask.config.set({"distributed.worker.daemon": False}):
-                    cluster = distributed.LocalCluster(n_workers=self.jobs or os.cpu_count() or 1,
-                                                       threads_per_worker=1, processes=True, dashboard_address=None)
+                cluster = distributed.LocalCluster(n_workers=self.jobs or os.cpu_count() or 1, threads_per_worker=1,
+                                                   processes=True, dashboard_address=None)
                 client = distributed.Client(cluster)
             else:
                 client = distributed.Client(self.scheduler)

@@ -1,4 +1,4 @@
-"""Imported once by the fork server of the local executor, so that every worker forked from it
+"""Imported once by each worker factory (zygote.py), so that every worker forked from it
 starts with the converter loaded (readers, writers, passes, interpreter) instead of importing it
 again per model."""
 

@@ -1,8 +1,7 @@
 """Convert ONE model, in a process of its own: ``python -m converter.migration.worker``.
 
-The parent (`executors.run_isolated`) either forks it from a fork server that has the converter
-imported already (`forked_main`; the result comes back through a pipe), or starts it as a program
-of its own: one JSON request on stdin ({"task", "options", "replace", "memory_mib", "parent"}),
+The parent (`executors.run_isolated`) either has it forked by a worker factory that has the
+converter imported already (zygote.py, which calls `serve`), or starts it as a program of its own: one JSON request on stdin ({"task", "options", "replace", "memory_mib", "parent"}),
 one JSON result line on stdout, marked with `RESULT_MARK` (on Dask workers, or with
 ``CONVERTER_MIGRATE_WORKER``). In the child, the memory limit is set (``RLIMIT_DATA``: heap and anonymous maps;
 weight files mapped from disk do not count) and the child asks to be killed when the process
@@ -176,33 +175,6 @@ def _die_with_parent(parent: int | None) -> None:
         os._exit(3)
 
 
-def _watch(pid: int) -> None:
-    """Kill this process as soon as process ``pid`` (the migration) ends: a thread waiting on a
-    pidfd (Linux 5.3+), else polling twice a second. For workers forked from the fork server,
-    whose parent (the server) may outlive the migration for a while."""
-    import signal
-    import threading
-
-    def wait_and_die() -> None:
-        try:
-            import select
-
-            fd = os.pidfd_open(pid)
-            select.select([fd], [], [])
-        except (AttributeError, OSError):
-            while True:
-                try:
-                    os.kill(pid, 0)
-                except ProcessLookupError:
-                    break
-                except PermissionError:
-                    pass
-                time.sleep(0.5)
-        os.kill(os.getpid(), signal.SIGKILL)
-
-    threading.Thread(target=wait_and_die, name="watch-migration", daemon=True).start()
-
-
 def serve(request: dict[str, Any]) -> dict[str, Any]:
     """The worker's job once started: limit its memory, convert, measure its peak memory. Ctrl-C
     (SIGINT to the terminal's whole process group) is for the migration, which stops its workers."""
@@ -220,19 +192,6 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
         entry = {"status": "memory", "reason": f"out of memory (limit {request.get('memory_mib')} MiB)"}
     entry["peak_mib"] = round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, 1)
     return entry
-
-
-def forked_main(request: dict[str, Any], conn: Any) -> None:
-    """Entry point of a worker forked from the multiprocessing fork server (converter already
-    imported there): the entry goes back through ``conn``."""
-    _die_with_parent(None)  # the fork server
-    _watch(request["parent"])  # the migration (the fork server can outlive it for a while)
-    try:
-        entry = serve(request)
-    except MemoryError:
-        entry = {"status": "memory", "reason": f"out of memory (limit {request.get('memory_mib')} MiB)"}
-    conn.send(entry)
-    conn.close()
 
 
 def main() -> None:

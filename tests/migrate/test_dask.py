@@ -21,16 +21,13 @@ distributed = pytest.importorskip("distributed")
 def test_dask_local_cluster_with_a_worker_killed(tmp_path: Path, monkeypatch, workers: str):
     """``programs``: daemonic cluster workers start ``python -m converter.migration.worker`` per model
     (here the fake worker, whose "slow" models wait 2 s so that some are in flight at the kill);
-    ``forked``: non-daemonic cluster workers fork the real worker from a fork server."""
-    import dask
-
+    ``forked``: the real worker, forked by a worker factory on each cluster worker."""
     if workers == "programs":
         fake_worker_env(monkeypatch)
         monkeypatch.setenv("FAKE_WORKER_SLOW", "2")
     src = tree(tmp_path / "src", SUBSET)
     local = converter.migrate(src, tmp_path / "local", jobs=2)
-    with dask.config.set({"distributed.worker.daemon": workers == "programs"}), \
-            distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+    with distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
             distributed.Client(cluster) as client:
         pids = client.run(os.getpid)
         killed: list[int] = []

@@ -209,8 +209,8 @@ def test_cli_lines_appear_as_models_finish(tmp_path: Path):
 
 
 def test_a_forked_worker_killed_from_outside_is_one_failed_entry(tmp_path: Path):
-    """The real (fork-server) workers: SIGKILL the one converting model_cpm; it is reported, the
-    next model is converted, no temporary is left."""
+    """The real workers (forked by the worker factory, zygote.py): SIGKILL the one converting
+    model_cpm; it is reported, the next model is converted, no temporary is left."""
     import threading
 
     import psutil
@@ -222,7 +222,7 @@ def test_a_forked_worker_killed_from_outside_is_one_failed_entry(tmp_path: Path)
     def kill_first_worker() -> None:
         for _ in range(600):
             for server in me.children():
-                if "forkserver" in " ".join(server.cmdline()):
+                if "converter.migration.zygote" in " ".join(server.cmdline()):
                     workers = server.children()
                     if workers:
                         workers[0].kill()
