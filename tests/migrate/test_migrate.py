@@ -240,3 +240,19 @@ def test_a_forked_worker_killed_from_outside_is_one_failed_entry(tmp_path: Path)
     assert entries["cpm.mlmodel"].reason == "the worker process was killed by SIGKILL"
     assert entries["gru.mlmodel"].status == "converted"
     assert not temporaries(tmp_path / "dst") and not (tmp_path / "dst" / "cpm.mlpackage").exists()
+
+
+def test_a_script_without_a_main_guard_can_migrate(tmp_path: Path):
+    """The workers never import the caller's __main__ again (multiprocessing's fork server did: a
+    script like this one then failed in every worker)."""
+    src = tree(tmp_path / "src", {"a.mlmodel": GRU, "b.mlmodel": MLP})
+    script = tmp_path / "script.py"
+    script.write_text("import converter\n"
+                      f"r = converter.migrate({str(src)!r}, {str(tmp_path / 'dst')!r}, jobs=2, check=False)\n"
+                      "print(r.summary())\n")
+    env = {k: v for k, v in os.environ.items() if k != "CONVERTER_MIGRATE_WORKER"}
+    done = subprocess.run([sys.executable, str(script)], capture_output=True, text=True, timeout=120,
+                          env={**env, "PYTHONPATH": str(REPO)})
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == "2 converted, 0 failed\n"
+    assert "Traceback" not in done.stderr
