@@ -1,9 +1,10 @@
 """Where the workers run: processes on this machine, or a Dask distributed cluster.
 
-Every model is converted by `run_isolated` in a worker process of its own (forked by a worker
-factory that has the converter imported, zygote.py; or ``python -m converter.migration.worker``
-with ``CONVERTER_MIGRATE_WORKER``), waiting at most the time limit: a model that crashes its process, exceeds its memory limit
-or its time becomes one failed / memory / timeout entry, never the end of the run. An executor only
+Every model is converted by `run_isolated` in a worker process of its own (forked by this
+thread's worker factory, zygote.py, which has the converter imported; or a new
+``python -m converter.migration.worker`` when ``CONVERTER_MIGRATE_WORKER`` names another program),
+waiting at most the time limit: a model that crashes its process, exceeds its memory limit or its
+time becomes one failed / memory / timeout entry, never the end of the run. An executor only
 decides where `run_isolated` runs; the interface is one method, `Executor.run`:
 
 - `LocalExecutor`: ``jobs`` threads of this process, each waiting on its worker process.
@@ -59,7 +60,7 @@ def worker_command() -> list[str]:
     return [sys.executable, "-m", "converter.migration.worker"]
 
 
-_live: set[Any] = set()  # worker processes running (subprocess.Popen or multiprocessing.Process)
+_live: set[Any] = set()  # worker processes running (subprocess.Popen or _Pid)
 _live_lock = threading.Lock()
 
 
