@@ -10,7 +10,14 @@ that is what a migration costs). ``--check`` also runs each written model agains
 
     python benchmarks/migrate.py [--models 200] [--check] [--no-dask] [--json OUT.json]
 
-Run it on a quiet machine: the speed-up from 1 to 2 workers needs two idle cores.
+Run it on a quiet machine: the speed-up from 1 to 2 workers needs two idle cores. ``worker
+seconds`` (the sum of the models' times) growing from -j 1 to -j 2 means the workers were waiting
+for a core, not for each other.
+
+Measured 2026-11-26 on the 2-core shared machine, never idle (load average 4.8 from other jobs):
+-j 1 27.1 s (7.4 models/s), -j 2 23.1 s (8.7 models/s, x1.17), Dask 2 workers 23.6 s (x1.15);
+worker seconds 25.8 -> 44.9, i.e. the second worker mostly waited for a core. Not a measurement
+of the 1.7x target: rerun on two idle cores.
 """
 
 from __future__ import annotations
