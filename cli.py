@@ -80,6 +80,9 @@ def main() -> None:
 
 
 main.add_command(inspect_cmd)
+from converter.cli_migrate import migrate_cmd  # noqa: E402 - registered after the group exists
+
+main.add_command(migrate_cmd)
 
 
 @main.command("ops")
@@ -415,33 +418,36 @@ def optimize_cmd(model: str, output_path: str | None, fmt: str, target: str | No
 
 def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool, *, passes: str,
                     verify: bool, pass_stats: bool, **bounds: int | None) -> None:
-    from converter.batch import describe_contents, iter_convert_tree
+    """Every model under ``src``, one line each as it finishes (converter.batch over the migration engine)."""
+    from converter.batch import convert_tree, describe_contents
     from converter.formats.package import MANIFEST_NAME
 
     if src.suffix.lower() == ".mlpackage":  # named like a model, so not taken for a folder of models
         _fail(ConverterError(f"not a Core ML package: it has no {MANIFEST_NAME} ({describe_contents(src)})",
                              file=str(src)), code=1)
-    converted = failed = 0
+
+    def say(o) -> None:  # noqa: ANN001 - a batch.Outcome
+        if o.ok:
+            _say(f"ok      {o.source} -> {o.output}")
+            if pass_stats and o.pass_summary is not None:
+                _say(f"        passes: {o.pass_summary}")
+            for note in o.notes:
+                _say(f"        note: {note}")
+        elif o.output is not None:
+            _say(f"failed  {o.source}: written to {o.output}, but {o.error}")
+        else:
+            _say(f"failed  {o.source}: {o.error}")
+        if o.differences is not None:
+            click.echo(f"        largest output difference: {max(o.differences.values(), default=0.0):.3g}")
+
     try:
-        for o in iter_convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite,
-                                   passes=passes, verify=verify, **bounds):
-            if o.ok:
-                _say(f"ok      {o.source} -> {o.output}")
-                if pass_stats and o.pass_stats is not None:
-                    _say(f"        passes: {o.pass_stats.summary()}")
-                for note in o.notes:
-                    _say(f"        note: {note}")
-            elif o.output is not None:
-                _say(f"failed  {o.source}: written to {o.output}, but the check failed: {o.error}")
-            else:
-                _say(f"failed  {o.source}: {o.error}")
-            if o.differences is not None:
-                click.echo(f"        largest output difference: {max(o.differences.values(), default=0.0):.3g}")
-            converted += o.ok
-            failed += not o.ok
+        outcomes = convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite, passes=passes,
+                                verify=verify, on_outcome=say, **bounds)
     except ConverterError as e:
         _fail(e)
-    if not converted and not failed:
+    converted = sum(o.ok for o in outcomes)
+    failed = len(outcomes) - converted
+    if not outcomes:
         _fail(ConverterError(f"no model to convert (no .mlmodel file or .mlpackage folder): {describe_contents(src)}",
                              file=str(src)), code=1)
     click.echo(f"{converted} converted, {failed} failed")

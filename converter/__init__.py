@@ -7,6 +7,7 @@ Public API:
     convert(src, to=..., out=...)    load + optimize (the default pass pipeline) + save in one call
                                      (out=None: the converted program stays in memory)
     export(program, to=...)          the Core ML model in memory (ConvertedModel: .spec, .to_bytes(), .save())
+    migrate(src_dir, dst_dir, ...)   convert a folder of models in parallel, resumably -> MigrationReport
     optimize(program, pipeline=...)  run a pass pipeline in place; returns statistics per pass
     explain(program, op_name)        which rewrite rules fire at an op, and why the others do not
     run(program, feeds) -> outputs   the reference interpreter
@@ -19,6 +20,7 @@ from .destination import DestinationError
 from .errors import ConversionWarning, ConverterError, FormatError, InputWarning, UnsupportedError
 from .exported import ConvertedModel, export
 from .ir.core import Block, Function, Op, Program, Value
+from .migration import MigrationReport, migrate
 
 __version__ = "0.1.0"
 
@@ -30,6 +32,7 @@ __all__ = [
     "DestinationError",
     "FormatError",
     "InputWarning",
+    "MigrationReport",
     "Function",
     "Op",
     "Program",
@@ -40,6 +43,7 @@ __all__ = [
     "explain",
     "export",
     "load",
+    "migrate",
     "optimize",
     "run",
     "save",

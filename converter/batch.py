@@ -16,15 +16,11 @@ sources with one destination (``a.mlmodel`` and ``a.mlpackage``): the second is 
 from __future__ import annotations
 
 import os
-import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
-from .destination import DestinationError, Sources, default_extension, output_format, resolve_model_destination
-from .errors import ConversionWarning, ConverterError
-from .passes.base import PipelineStats
+from .errors import ConverterError
 
 
 @dataclass
@@ -35,8 +31,8 @@ class Outcome:
     notes: list[str] = field(default_factory=list)
     #: with ``check``: {source output name: largest absolute difference} (see converter.check.compare)
     differences: dict[str, float] | None = None
-    #: what the pass pipeline did (None when the model was not optimized)
-    pass_stats: PipelineStats | None = None
+    #: what the pass pipeline did, in one line (None when the model was not optimized)
+    pass_summary: str | None = None
 
     @property
     def ok(self) -> bool:
@@ -85,92 +81,47 @@ def _remove_empty(folders: list[Path]) -> None:
             return
 
 
-def convert_tree(src: Path, out: Path, **options: Any) -> list[Outcome]:
-    """`iter_convert_tree`, as a list."""
-    return list(iter_convert_tree(src, out, **options))
+def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
+                 check: bool = False, overwrite: bool = False, max_loop_iterations: int | None = None,
+                 max_tensor_bytes: int | None = None, passes: str = "default", verify: bool = False,
+                 on_outcome: Callable[[Outcome], None] | None = None, executor: str = "inline",
+                 jobs: int | None = None) -> list[Outcome]:
+    """Convert every model under ``src`` to ``out`` (see the module docstring); one outcome per
+    model (and first, one per folder that could not be listed), each also passed to ``on_outcome``
+    as soon as that model is done (the folders last).
 
-
-def iter_convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | None = None,
-                      check: bool = False, overwrite: bool = False, max_loop_iterations: int | None = None,
-                      max_tensor_bytes: int | None = None, passes: str = "default",
-                      verify: bool = False) -> Iterator[Outcome]:
-    """Convert every model under ``src`` to ``out`` (see the module docstring), one outcome at a time.
-
-    ``to``/``target``/``overwrite`` as for `converter.save`; an unknown ``to`` or an ``out`` that is
-    not a folder raises before anything is done. Every model is found before the first is written,
-    and no destination may be a source, lie inside one or hold one (converter/destination.py), so
-    converting a folder into itself rewrites no input. With ``check``, each written model is run
-    against its source on random inputs (`converter.check.compare`, bounded by
-    ``max_loop_iterations`` and ``max_tensor_bytes`` as `converter.run` is) and
-    ``Outcome.differences`` is filled in. Each model is optimized with ``passes`` first (as
-    `converter.convert` does; ``verify``: the verifier after every pass).
+    The engine of ``converter migrate`` (converter/migration) without its journal and report:
+    ``executor="inline"`` converts in this process one model after the other; "local" in ``jobs``
+    worker processes. ``to``/``target``/``overwrite`` as for `converter.save`; an unknown ``to``
+    or an ``out`` that is not a folder raises before anything is done. Every model is found before
+    the first is written, and no destination may be a source, lie inside one or hold one
+    (converter/destination.py), so converting a folder into itself rewrites no input. With
+    ``check``, each written model is run against its source on random inputs
+    (`converter.check.compare`, bounded by ``max_loop_iterations`` and ``max_tensor_bytes`` as
+    `converter.run` is) and ``Outcome.differences`` is filled in. Each model is optimized with
+    ``passes`` first (as `converter.convert` does; ``verify``: the verifier after every pass).
     """
-    from .api import load, optimize, save
-    from .ir.clone import clone_program
-    from .passes.pipelines import resolve
-
-    resolve(passes)  # an unknown pass is an error before anything is done
+    from .migration.engine import migrate
 
     src, out = Path(src), Path(out)
-    output_format(to)
-    if os.path.lexists(out) and not out.is_dir():
-        raise DestinationError("the output of a folder conversion must be a folder", file=str(out))
-    if out.suffix.lower() in (".mlpackage", ".mlmodel"):
-        raise DestinationError(f"the output of a folder conversion must be a folder, not a model name "
-                               f"('{out.suffix}')", file=str(out))
+    outcomes: list[Outcome] = []
 
-    unlisted: list[Outcome] = []
+    def to_outcome(entry) -> None:  # noqa: ANN001 - a migration.ModelEntry
+        error = None if entry.status == "converted" else ConverterError(entry.reason or entry.status)
+        o = Outcome(src / entry.source, out / entry.output if entry.output else None, error, list(entry.notes),
+                    entry.differences, entry.pass_summary)
+        outcomes.append(o)
+        if on_outcome is not None:
+            on_outcome(o)
 
-    def on_error(e: OSError) -> None:
-        unlisted.append(Outcome(Path(e.filename or src), None, _os_error(e, src, "cannot list folder")))
-
-    models = list(find_models(src, skip=out, onerror=on_error))
-    yield from unlisted
-    sources = Sources(models)
-    claimed: dict[Path, Path] = {}  # destination (resolved folder) -> the source written there
-    for path in models:
-        try:
-            dest = resolve_model_destination((out / path.relative_to(src)).with_suffix(default_extension(to)), to=to,
-                                             sources=sources, overwrite=overwrite, into_folder=False).path
-            key = Path(os.path.realpath(dest.parent)) / dest.name
-            if key in claimed:
-                raise DestinationError(f"also the destination of '{claimed[key]}', converted before", file=str(dest))
-            claimed[key] = path
-            prog = load(path)
-            pipeline = resolve(passes)
-            source = clone_program(prog)[0] if check and pipeline else prog
-            stats = optimize(prog, pipeline, verify=verify)
-        except ConverterError as e:
-            yield Outcome(path, None, e)
-            continue
-        created: list[Path] = []
-        try:
-            try:
-                created = _make_parents(dest.parent)
-            except OSError as e:
-                raise _os_error(e, dest.parent, "cannot create folder") from None
-            with warnings.catch_warnings(record=True) as caught:
-                warnings.simplefilter("always", ConversionWarning)
-                try:
-                    save(prog, dest, target=target, to=to, overwrite=overwrite)
-                except OSError as e:
-                    raise _os_error(e, dest, "cannot write") from None
-        except ConverterError as e:
-            _remove_empty(created)
-            yield Outcome(path, None, e)
-            continue
-        except BaseException:  # an interrupt: no folder left behind for the model in progress either
-            _remove_empty(created)
-            raise
-        notes = list(prog.meta.get("notes", [])) + [str(w.message) for w in caught]
-        outcome = Outcome(path, dest, notes=notes, pass_stats=stats)
-        if check:
-            try:
-                outcome.differences = _check(source, path, dest, max_loop_iterations=max_loop_iterations,
-                                             max_tensor_bytes=max_tensor_bytes)
-            except ConverterError as e:
-                outcome.error = e
-        yield outcome
+    report = migrate(src, out, to=to or "mil", target=target, passes=passes, check=check, overwrite=overwrite,
+                     verify=verify, max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes,
+                     journal=False, executor=executor, jobs=jobs, on_result=to_outcome)
+    unlisted = [Outcome(src, None, ConverterError(e)) for e in report.errors]  # known only now: reported last
+    if on_outcome is not None:
+        for o in unlisted:
+            on_outcome(o)
+    return unlisted + outcomes
 
 
 def describe_contents(folder: Path) -> str:
@@ -182,10 +133,3 @@ def describe_contents(folder: Path) -> str:
     if not files and not folders:
         return "it is empty"
     return f"it holds {files} file{'s' * (files != 1)} and {folders} folder{'s' * (folders != 1)}"
-
-
-def _check(prog, source: Path, dest: Path, **bounds: int | None) -> dict[str, float]:
-    from .api import load
-    from .check import compare
-
-    return compare(prog, load(dest), source_file=str(source), converted_file=str(dest), **bounds)
