@@ -125,14 +125,14 @@ def test_folder_check_prints_the_largest_difference(tmp_path):
 
 
 def test_folder_check_failure_is_listed(tmp_path, monkeypatch):
-    import converter.check
+    import converter.verify
 
     src = _small_tree(tmp_path)
 
-    def failing_compare(*args, **kw):
+    def failing_verify(*args, **kw):
         raise converter.UnsupportedError("cannot make a random value for input 'x'", function="main")
 
-    monkeypatch.setattr(converter.check, "compare", failing_compare)
+    monkeypatch.setattr(converter.verify, "verify", failing_verify)
     result = CliRunner().invoke(cli.main, ["convert", str(src), "-o", str(tmp_path / "out"), "--check"])
     assert result.exit_code == 1, result.output
     assert "0 converted, 2 failed" in result.output

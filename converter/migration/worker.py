@@ -34,42 +34,29 @@ from typing import Any
 from ..errors import ConversionWarning, ConverterError, UnsupportedError
 from .tasks import MigrationOptions, Task
 
-__all__ = ["CHECK_TOLERANCE", "CHECK_TOLERANCE_FP16", "RESULT_MARK", "check_result", "convert_model"]
+__all__ = ["RESULT_MARK", "check_result", "convert_model"]
 
 RESULT_MARK = "CONVERTER-MIGRATE-RESULT "
-#: Largest absolute output difference a verified model may show (until converter/verify.py chooses
-#: a tolerance by dtype): for a program that computes in float32, and one with float16 values.
-CHECK_TOLERANCE = 1e-2
-CHECK_TOLERANCE_FP16 = 1e-1
-
-
-def _tolerance(program: Any) -> float:
-    for op in program.walk():
-        for v in op.outputs:
-            dtype = getattr(v.type, "dtype", None)
-            if dtype is not None and dtype.name == "fp16":
-                return CHECK_TOLERANCE_FP16
-    return CHECK_TOLERANCE
 
 
 def check_result(source_program: Any, written_path: str | os.PathLike, *, max_loop_iterations: int | None = None,
                  max_tensor_bytes: int | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
-    """Run the source program and the written model on the same random inputs (`check.compare`,
-    its runs bounded as `converter.run`'s): (largest absolute difference over all outputs, whether
-    it is within the tolerance, notes, {source output: difference}). The tolerance is
-    `CHECK_TOLERANCE`, or `CHECK_TOLERANCE_FP16` when the source holds float16 values. The one
-    place the migration verifies a result (converter/verify.py will take its place)."""
-    from ..api import load
-    from ..check import compare
+    """Verify the written model against the source program (`converter.verify.verify`: the same
+    seeded random inputs, each output judged by its dtype's tolerance, features paired by name then
+    position): (largest absolute difference over all outputs, the verdict, notes for the outputs
+    that fail and for pairings by position, {source output: largest absolute difference}). The
+    one place the migration verifies a result, so a migrated model passes exactly when
+    ``converter verify SOURCE OUTPUT`` says PASS."""
+    from ..verify import verify
 
-    diffs = compare(source_program, load(written_path), converted_file=str(written_path),
+    report = verify(source_program, written_path, converted_file=str(written_path),
                     max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
-    tolerance = _tolerance(source_program)
+    diffs = {o.name: float(o.max_abs_error) for o in report.outputs}
     worst = max(diffs.values(), default=0.0)
-    passed = worst <= tolerance  # NaN fails too
-    notes = [] if passed else [f"output '{k}' differs by {v:.3g} (tolerance {tolerance:g})"
-                               for k, v in diffs.items() if not v <= tolerance]
-    return float(worst), passed, notes, diffs
+    notes = [f"output '{o.name}': {o.note or 'differs by ' + format(o.max_abs_error, '.3g')} "
+             f"({o.mismatched} of {o.elements} elements outside {o.tolerance_text()})" for o in report.failed]
+    notes += report.notes
+    return float(worst), report.ok, notes, diffs
 
 
 def _passes(options: MigrationOptions) -> str:
