@@ -39,8 +39,8 @@ __all__ = ["RESULT_MARK", "check_result", "convert_model"]
 RESULT_MARK = "CONVERTER-MIGRATE-RESULT "
 
 
-def check_result(source_program: Any, written_path: str | os.PathLike, *, max_loop_iterations: int | None = None,
-                 max_tensor_bytes: int | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
+def check_result(source_program: Any, written_path: str | os.PathLike, *, source_file: str | None = None,
+                 max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
     """Verify the written model against the source program (`converter.verify.verify`: the same
     seeded random inputs, each output judged by its dtype's tolerance, features paired by name then
     position): (largest absolute difference over all outputs, the verdict, notes for the outputs
@@ -49,7 +49,7 @@ def check_result(source_program: Any, written_path: str | os.PathLike, *, max_lo
     ``converter verify SOURCE OUTPUT`` says PASS."""
     from ..verify import verify
 
-    report = verify(source_program, written_path, converted_file=str(written_path),
+    report = verify(source_program, written_path, source_file=source_file, converted_file=str(written_path),
                     max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
     diffs = {o.name: float(o.max_abs_error) for o in report.outputs}
     worst = max(diffs.values(), default=0.0)
@@ -116,7 +116,7 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
             stage = "check"
             try:
                 max_error, passed, notes, entry["differences"] = check_result(
-                    source, dest, max_loop_iterations=options.max_loop_iterations,
+                    source, dest, source_file=str(task.source), max_loop_iterations=options.max_loop_iterations,
                     max_tensor_bytes=options.max_tensor_bytes)
             except ConverterError as e:  # e.g. an input no random value can be made for
                 entry["status"], entry["reason"] = "failed", f"the check failed: {e}"
