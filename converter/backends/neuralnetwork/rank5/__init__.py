@@ -15,6 +15,16 @@ lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional ba
   preparation expands compressed weights (constexpr ops) into fp32 constants.
 - Features: an output that has no [C] / [C, H, W] form (a [513, 513] map) is declared in its own
   shape, which Core ML gives the network's result when the element counts agree.
+- Sequences: an input ``[S, 1, C, H, W]`` with a symbolic S (what our frontend reads for a
+  declared input of a legacy model that reaches a recurrent layer) is declared ``[C]`` (H = W = 1)
+  or ``[C, H, W]``: Core ML feeds such an input as a sequence of any length. Per-step layers and
+  the recurrent layers (rnn -> simpleRecurrent, gru -> gru, lstm -> uniDirectionalLSTM /
+  biDirectionalLSTM, recurrent.py) carry the sequence; an output ``[S, 1, C, ..]`` is declared by
+  its step the same way. layout.py says which ops take sequences.
+- Flexible shapes: a feature whose H and W are symbolic keeps the source's ``shapeRange`` /
+  ``enumeratedShapes`` (multiArray) or ``imageSizeRange`` / ``enumeratedSizes`` (image), which
+  need specification version 3 (iOS 12): a version 1-2 floor refuses them, naming each feature.
+  The layers must not need the sizes (convolution, pooling, activations, elementwise ops).
 - Refusal: every op with no rank-5 form is named, with why, in one UnsupportedError.
 """
 
@@ -32,8 +42,9 @@ from ....ir.types import TensorType
 from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
 from ..network import Classifier, _image_preprocessing, refuse_above, write_classifier
-from .layout import Rank5Emitter, natural_layout, static_shape, vector_layout
-from .lowering import RANK5_LOWERINGS, natural
+from . import recurrent as _recurrent  # noqa: F401  (registers the recurrent lowerings)
+from .layout import Rank5Emitter, dims, is_static, natural_layout, sequence_split, static_shape, vector_layout
+from .lowering import PER_STEP, RANK5_LOWERINGS, natural
 
 
 def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tuple[Model_pb2.Model, list]:
@@ -58,8 +69,12 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
     for what, values, infos, feats in (("input", fn.inputs, fn.input_info, d.input),
                                        ("output", fn.outputs, fn.output_info, d.output)):
         for v in values:
-            version = _describe(v, infos.get(v.name), feats.add(), what, notes)
+            feat = feats.add()
+            version = _describe(v, infos.get(v.name), feat, what, notes, sequence=e.seq(v) is not None)
             state.need(version, f"{what} '{v.name}' of type {v.type}")
+            flexibility = _flexibility(feat)
+            if flexibility:
+                state.need(3, f"{what} '{v.name}': flexible sizes ({flexibility})")
     need = state.spec_version
     write_classifier(network, d, classifier)
     refuse_above(state, need, floor, source)
@@ -84,7 +99,11 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
     for v in fn.inputs:
         e.bind(v, v.name)
         try:
-            e.layouts[v] = natural(v)
+            split = sequence_split(dims(v)) if isinstance(v.type, TensorType) and v.type.shape else None
+            if split is not None and is_static(split[1]):
+                e.seqs[v], e.layouts[v] = split
+            else:
+                e.layouts[v] = natural(v)
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err}")
             e.layouts[v] = _placeholder_layout(v)
@@ -102,6 +121,11 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
         try:
             if low is None:
                 raise LoweringError("no legacy (rank-5) layer for this op")
+            sequences = [v.name for v in op.input_values() if e.seq(v) is not None] \
+                if op.type not in PER_STEP else []
+            if sequences:
+                raise LoweringError(f"reads the sequence '{sequences[0]}': no legacy layer computes this op "
+                                    f"step by step")
             low(e, op)
         except LoweringError as err:
             problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
@@ -141,7 +165,7 @@ def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: lis
         if v in skip:
             continue
         try:
-            blob = e.get(v, natural_layout(static_shape(v)))
+            blob = e.get(v, _feature_layout(e, v))
         except LoweringError as err:
             problems.append(f"output '{v.name}': {err}")
             continue
@@ -152,6 +176,33 @@ def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: lis
         else:
             e.rename(blob, v.name)
             named.add(v.name)
+
+
+def _feature_layout(e: Rank5Emitter, v: Value):
+    """The layout of output ``v`` as declared (one step's for a sequence)."""
+    seq = e.seq(v)
+    if seq is not None:
+        split = sequence_split(dims(v))
+        if split is None or split[0] != seq:
+            raise LoweringError(f"'{v.name}' of shape {[str(d) for d in dims(v)]} is not a [Seq, 1, C, H, W] sequence")
+        return split[1]
+    shape = dims(v)
+    layout = natural_layout(shape)
+    if layout is None and is_static(shape):
+        layout = natural_layout(static_shape(v))
+    if layout is None:
+        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]} has no rank-5 feature form")
+    return layout
+
+
+def _flexibility(feat: Model_pb2.FeatureDescription) -> str | None:
+    """The flexible-shape field of a written feature (specification version 3), if any."""
+    kind = feat.type.WhichOneof("Type")
+    if kind == "multiArrayType":
+        return feat.type.multiArrayType.WhichOneof("ShapeFlexibility")
+    if kind == "imageType":
+        return feat.type.imageType.WhichOneof("SizeFlexibility")
+    return None
 
 
 def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
@@ -168,10 +219,15 @@ def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
     return Classifier(probs, list(items), label.name if label in outs else None, prob.name if prob in outs else None)
 
 
-def declared_shape(shape: list[int]) -> list[int]:
+def declared_shape(shape: list, *, sequence: bool = False) -> list:
     """The feature shape of an IR value in a rank-5 model: [C] or [C, H, W] (module docstring); an
     output of another shape (a [513, 513] map) keeps its shape: Core ML gives the network's result
-    that shape when the element counts agree."""
+    that shape when the element counts agree. A sequence ``[S, 1, ..]`` is declared by its step:
+    [C] when H = W = 1 (a sequence of vectors), else [C, H, W]."""
+    if sequence:
+        layout = natural_layout(shape[1:])
+        assert layout is not None
+        return [layout[0]] if tuple(layout[1:]) == (1, 1) else list(layout)
     layout = natural_layout(shape)
     if layout is None:
         return list(shape)
@@ -182,7 +238,7 @@ _ARRAY_DTYPES = ("fp16", "fp32", "fp64", "int32")
 
 
 def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescription, what: str,
-              notes: list[str]) -> int:
+              notes: list[str], *, sequence: bool = False) -> int:
     """A feature of the rank-5 model (``notes``: when its declared shape differs from the program's);
     the specification version it needs."""
     t = v.type
@@ -191,9 +247,12 @@ def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescript
     ft = desc.feature_from_bytes(info.feature_type) if isinstance(info, FeatureInfo) else None
     if ft is not None and desc.feature_kind(ft) == "imageType":
         return describe_feature(info, v.name, t, out)
-    shape = static_shape(v)
-    declared = declared_shape(shape)
-    if declared != shape:
+    shape = dims(v)
+    declared = declared_shape(shape, sequence=sequence)
+    if sequence:
+        notes.append(f"{what} '{v.name}' of shape {[str(d) for d in shape]} is declared {declared}, its step: "
+                     f"a rank-5 model's features hold sequences of any length as [Seq, 1, C, H, W]")
+    elif declared != shape:
         notes.append(f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 "
                      f"(iOS 11/12) model have no batch axis")
     return describe_feature(info, v.name, TensorType(t.dtype, tuple(declared)), out)

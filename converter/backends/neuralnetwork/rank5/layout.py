@@ -12,6 +12,17 @@ layout it needs (`Rank5Emitter.get`), and a ``flatten`` (to ``[C*H*W, 1, 1]``) o
 Natural layouts (the simple rule, used for features and constants): IR ``[C]``, ``[1, C]`` ->
 ``(C, 1, 1)``; ``[C, H, W]``, ``[1, C, H, W]``, ``[1, 1, C, H, W]`` -> ``(C, H, W)``; a scalar ->
 ``(1, 1, 1)``.
+
+Two kinds of run-time sizes are kept (the rest is written for static shapes):
+- Sequences: Core ML feeds a declared ``[C]`` / ``[C, H, W]`` input of a rank-5 network as
+  ``[Seq, 1, C, H, W]`` with any Seq (the legacy rank-5 document; our frontend gives such an input
+  a symbolic Seq when it reaches a recurrent layer). An IR value ``[S, 1, ..]`` whose symbolic
+  leading axis is such a Seq is a *sequence*: its blob is ``[S, 1, C, H, W]``, its layout the
+  ``(C, H, W)`` of one step (``Rank5Emitter.seqs`` holds S). Only the lowerings registered
+  ``per_step`` (layers that treat Seq like a batch, and the recurrent layers) read sequences.
+- Flexible H and W (a feature's shapeRange / enumeratedShapes / image sizes, specification
+  version 3): a layout may hold symbolic H and W where the layer does not need the sizes
+  (convolution, pooling, activations); anything that would have to compute with them refuses.
 """
 
 from __future__ import annotations
@@ -26,7 +37,31 @@ from ....ir.core import Op, Value
 from ....ir.types import TensorType, is_static_dim
 from ..emitter import NetworkEmitter
 
-Layout = tuple[int, int, int]  # (C, H, W) of a [1, 1, C, H, W] blob
+Layout = tuple[Any, Any, Any]  # (C, H, W) of a [1, 1, C, H, W] blob (H, W may be symbolic: module docstring)
+
+
+def dims(v: Value) -> list[Any]:
+    """The shape of tensor ``v``, symbolic dims included; a LoweringError for an unknown rank."""
+    t = v.type
+    if not isinstance(t, TensorType):
+        raise LoweringError(f"'{v.name}' is a {t}, not a tensor")
+    if t.shape is None:
+        raise LoweringError(f"'{v.name}' has unknown rank: rank-5 networks need the rank")
+    return list(t.shape)
+
+
+def is_static(shape: Sequence[Any]) -> bool:
+    return all(is_static_dim(d) for d in shape)
+
+
+def sequence_split(shape: Sequence[Any]) -> tuple[Any, Layout] | None:
+    """``(Seq, layout of one step)`` of an IR shape ``[S, 1, ..]`` with a symbolic S whose step
+    ``[1, ..]`` has a natural layout; None otherwise."""
+    shape = list(shape)
+    if len(shape) < 2 or is_static_dim(shape[0]) or shape[1] != 1:
+        return None
+    layout = natural_layout(shape[1:])
+    return None if layout is None else (shape[0], layout)
 
 
 def static_shape(v: Value) -> list[int]:
@@ -56,9 +91,12 @@ def natural_layout(shape: Sequence[int]) -> Layout | None:
     return (c, h, w)
 
 
-def spatial_layout(v: Value, what: str) -> Layout:
-    """``(C, H, W)`` of an IR ``[1, C, H, W]`` value (an op acting on channels and two spatial axes)."""
-    shape = static_shape(v)
+def spatial_layout(v: Value, what: str, *, flexible: bool = False) -> Layout:
+    """``(C, H, W)`` of an IR ``[1, C, H, W]`` value (an op acting on channels and two spatial axes);
+    ``flexible``: H and W may be symbolic (a layer that does not compute with them)."""
+    shape = dims(v) if flexible else static_shape(v)
+    if flexible and not is_static_dim(shape[-3] if len(shape) >= 3 else 1):
+        raise LoweringError(f"{what} '{v.name}' has a symbolic channel count: rank-5 layers need C")
     if len(shape) != 4 or shape[0] != 1:
         raise LoweringError(f"{what} '{v.name}' has shape {shape}; rank-5 layers take [1, C, H, W] "
                             f"(batch 1, two spatial axes)")
@@ -105,17 +143,37 @@ class Rank5Emitter(NetworkEmitter):
     def __init__(self, network: Any, state: Any) -> None:
         super().__init__(network, state)
         self.layouts: dict[Value, Layout] = {}
+        self.seqs: dict[Value, Any] = {}  # sequences (module docstring): value -> its symbolic Seq
         self._converted: dict[tuple[str, Layout], str] = {}  # (blob, layout) -> blob already reshaped
 
-    def put(self, v: Value, layout: Layout) -> str:
-        """The blob name of an op's result ``v``, whose layer writes it in ``layout``."""
-        self.layouts[v] = tuple(int(d) for d in layout)  # type: ignore[assignment]
+    def put(self, v: Value, layout: Layout, seq: Any = None) -> str:
+        """The blob name of an op's result ``v``, whose layer writes it in ``layout`` (a sequence
+        of ``seq`` steps of that layout when ``seq`` is given)."""
+        self.layouts[v] = tuple(int(d) if is_static_dim(d) else d for d in layout)  # type: ignore[assignment]
+        if seq is not None:
+            self.seqs[v] = seq
         return self.define(v)
+
+    def seq(self, v: Value) -> Any:
+        """The Seq of sequence ``v`` (module docstring); None for a value of one step."""
+        return self.seqs.get(v)
 
     def alias(self, out: Value, v: Value) -> None:
         """``out`` holds the same elements as ``v`` in the same order (a reshape): the same blob. A
-        shape with leading axes > 1 is fine here; a layer that gives axes a meaning checks it."""
-        static_shape(out)
+        shape with leading axes > 1 is fine here; a layer that gives axes a meaning checks it. A
+        sequence stays one when ``out`` keeps its Seq as the leading axis and reshapes its steps."""
+        shape = dims(out)
+        seq = self.seq(v)
+        if seq is not None:
+            split = sequence_split(shape)
+            step = self.layouts[v]
+            if split is None or split[0] != seq or (is_static(split[1]) and is_static(step)
+                                                    and int(np.prod(split[1])) != int(np.prod(step))):
+                raise LoweringError(f"'{out.name}' of shape {[str(d) for d in shape]} reshapes across the "
+                                    f"sequence axis of '{v.name}' (rank-5 blobs keep Seq apart)")
+            self.seqs[out] = seq
+        elif not is_static(shape) and not is_static(dims(v)) and _symbols(shape) != _symbols(dims(v)):
+            raise LoweringError(f"'{out.name}' reshapes flexible sizes")
         blob = self.get(v)
         self.bind(out, blob)
         self.layouts[out] = self.layouts[v]
@@ -141,6 +199,9 @@ class Rank5Emitter(NetworkEmitter):
         have = self.layouts[v]
         if want is None or tuple(want) == have:
             return blob
+        if not is_static(want) or not is_static(have):
+            raise LoweringError(f"'{v.name}' has flexible sizes {[str(d) for d in have]} and would need a "
+                                f"reshape to {[str(d) for d in want]} (a reshape layer needs static sizes)")
         want = tuple(int(d) for d in want)  # type: ignore[assignment]
         if int(np.prod(want)) != int(np.prod(have)):
             raise LoweringError(f"'{v.name}' holds {int(np.prod(have))} elements, {int(np.prod(want))} are needed")
@@ -187,6 +248,10 @@ class Rank5Emitter(NetworkEmitter):
                 self._blobs[v] = new
         self._converted = {(new if b == old else b, lay): (new if o == old else o)
                            for (b, lay), o in self._converted.items()}
+
+
+def _symbols(shape: Sequence[Any]) -> list[str]:
+    return sorted(str(d) for d in shape if not is_static_dim(d))
 
 
 def op_value(op: Op, key: str) -> Value | None:

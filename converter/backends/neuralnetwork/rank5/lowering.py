@@ -10,6 +10,13 @@ along C, transpose of C/H/W (permute), padding, nearest and bilinear upsampling 
 version 3, when the factors are not integers or the sampling is not DEFAULT), and reshape /
 squeeze / expand_dims / identity / casts (no layer: the same blob). Anything else raises
 LoweringError with why, and the backend lists every such op in one error.
+
+Sequences (layout.py): the lowerings registered ``per_step`` take them — the reshapes, casts,
+activations, unary functions, clip/silu, add/sub/mul with a per-step constant, binary ops of two
+sequences, innerProduct, the embedding (one index per step) and the recurrent layers
+(recurrent.py); any other op reading a sequence is refused. Flexible H and W: convolution,
+pooling (not ceil_mode), batch_norm, prelu, activations, unary functions, scalar add/mul, binary
+ops of equal shapes and the reshapes keep them.
 """
 
 from __future__ import annotations
@@ -30,8 +37,11 @@ from .layout import (
     Rank5Emitter,
     channel_layout,
     chw_layout,
+    dims,
+    is_static,
     natural_layout,
     op_value,
+    sequence_split,
     spatial_layout,
     static_shape,
     vector_layout,
@@ -39,14 +49,25 @@ from .layout import (
 
 Rank5Fn = Callable[[Rank5Emitter, Op], None]
 RANK5_LOWERINGS: dict[str, Rank5Fn] = {}
+#: op types whose lowering reads sequences (module docstring); the others refuse them
+PER_STEP: set[str] = set()
 
 
-def rank5(*op_types: str) -> Callable[[Rank5Fn], Rank5Fn]:
+def rank5(*op_types: str, per_step: bool = False) -> Callable[[Rank5Fn], Rank5Fn]:
     def register(fn: Rank5Fn) -> Rank5Fn:
         for t in op_types:
             RANK5_LOWERINGS[t] = fn
+            if per_step:
+                PER_STEP.add(t)
         return fn
     return register
+
+
+def step_shape(e: Rank5Emitter, v: Value) -> list:
+    """The shape of one step of ``v`` (``[1, ..]`` for a sequence ``[S, 1, ..]``), else its shape;
+    symbolic H and W included."""
+    shape = dims(v)
+    return shape[1:] if e.seq(v) is not None else shape
 
 
 def _x(op: Op, key: str = "x") -> Value:
@@ -66,12 +87,12 @@ def _float_tensor(v: Value) -> None:
 # no layer: the same blob
 
 
-@rank5("reshape", "squeeze", "expand_dims", "identity")
+@rank5("reshape", "squeeze", "expand_dims", "identity", per_step=True)
 def _same_elements(e: Rank5Emitter, op: Op) -> None:
     e.alias(op.outputs[0], _x(op))
 
 
-@rank5("cast")
+@rank5("cast", per_step=True)
 def _cast(e: Rank5Emitter, op: Op) -> None:
     """A cast to a float type, or to an integer type of a value that holds integers (an index from
     argmax, say) or that only gather indices read (lowering/cast.py): the same blob (blobs hold
@@ -122,7 +143,7 @@ def _unary_layer(e: Rank5Emitter, op: Op, kind: str):
     x = _x(op)
     _float_tensor(x)
     blob = e.get(x)
-    return e.layer(kind, op.name, [blob], [e.put(op.outputs[0], e.layouts[x])])
+    return e.layer(kind, op.name, [blob], [e.put(op.outputs[0], e.layouts[x], e.seq(x))])
 
 
 _PLAIN = {"relu": "ReLU", "tanh": "tanh", "sigmoid": "sigmoid", "softsign": "softsign", "softplus": "softplus"}
@@ -130,7 +151,7 @@ _ALPHA = {"leaky_relu": "leakyReLU", "elu": "ELU", "thresholded_relu": "threshol
 _ALPHA_BETA = {"linear_activation": "linear", "scaled_tanh": "scaledTanh", "sigmoid_hard": "sigmoidHard"}
 
 
-@rank5(*_PLAIN, *_ALPHA, *_ALPHA_BETA)
+@rank5(*_PLAIN, *_ALPHA, *_ALPHA_BETA, per_step=True)
 def _activation(e: Rank5Emitter, op: Op) -> None:
     params = _unary_layer(e, op, "activation")
     t = op.type
@@ -147,7 +168,7 @@ def _activation(e: Rank5Emitter, op: Op) -> None:
 @rank5("prelu")
 def _prelu(e: Rank5Emitter, op: Op) -> None:
     x = _x(op)
-    layout = spatial_layout(x, "prelu input")
+    layout = spatial_layout(x, "prelu input", flexible=True)
     alpha = np.asarray(e.const_array(_x(op, "alpha"), "prelu alpha")).reshape(-1)
     if alpha.size not in (1, layout[0]):
         raise LoweringError(f"prelu alpha has {alpha.size} values for {layout[0]} channels")
@@ -155,7 +176,7 @@ def _prelu(e: Rank5Emitter, op: Op) -> None:
     e.weights(params.PReLU.alpha, alpha)
 
 
-@rank5("clip", "relu6")
+@rank5("clip", "relu6", per_step=True)
 def _clip(e: Rank5Emitter, op: Op) -> None:
     """min(max(x, lo), hi) without the ``clip`` layer (version 4): ``unary`` THRESHOLD computes
     ``max(scale * x + shift, alpha)``, so max(x, lo), then max(-y, -hi) = -min(y, hi), then * -1."""
@@ -169,10 +190,10 @@ def _clip(e: Rank5Emitter, op: Op) -> None:
         params = e.layer("unary", name, [src], [dst])
         params.type = nn.UnaryFunctionLayerParams.THRESHOLD
         params.scale, params.alpha = scale, alpha
-    e.layer("multiply", op.name, [neg], [e.put(op.outputs[0], layout)]).alpha = -1.0
+    e.layer("multiply", op.name, [neg], [e.put(op.outputs[0], layout, e.seq(x))]).alpha = -1.0
 
 
-@rank5("silu")
+@rank5("silu", per_step=True)
 def _silu(e: Rank5Emitter, op: Op) -> None:
     """x * sigmoid(x): an activation and a multiply."""
     x = _x(op)
@@ -180,14 +201,14 @@ def _silu(e: Rank5Emitter, op: Op) -> None:
     blob, layout = e.get(x), e.layout(x)
     sig = e.fresh(f"{op.name}_sigmoid")
     e.layer("activation", f"{op.name}_sigmoid", [blob], [sig]).sigmoid.SetInParent()
-    e.layer("multiply", op.name, [blob, sig], [e.put(op.outputs[0], layout)])
+    e.layer("multiply", op.name, [blob, sig], [e.put(op.outputs[0], layout, e.seq(x))])
 
 
 _UNARY = {"abs": "ABS", "sqrt": "SQRT", "rsqrt": "RSQRT", "inverse": "INVERSE", "log": "LOG", "exp": "EXP",
           "threshold": "THRESHOLD", "square": "POWER"}
 
 
-@rank5(*_UNARY)
+@rank5(*_UNARY, per_step=True)
 def _unary_function(e: Rank5Emitter, op: Op) -> None:
     """UnaryFunctionLayerParams ``f(scale * x + shift)``: scale 1 always (proto3's default is 0);
     epsilon for RSQRT, INVERSE and LOG, alpha for THRESHOLD (max(x, alpha)) and POWER."""
@@ -215,10 +236,21 @@ def _affine_with_constant(e: Rank5Emitter, op: Op) -> bool:
     if (cx is None) == (cy is None):
         return False
     var, const = (x, np.asarray(cy)) if cy is not None else (y, np.asarray(cx))
-    out_shape = static_shape(op.outputs[0])
-    if static_shape(var) != out_shape:
-        raise LoweringError(f"the constant broadcasts '{var.name}' from {static_shape(var)} to {out_shape}: "
+    seq = e.seq(var)
+    out_shape = dims(op.outputs[0])[1:] if seq is not None else dims(op.outputs[0])
+    if dims(var) != dims(op.outputs[0]):
+        raise LoweringError(f"the constant broadcasts '{var.name}' from {dims(var)} to {dims(op.outputs[0])}: "
                             f"legacy layers cannot enlarge a blob")
+    if seq is not None:  # one value per step: the constant may not vary along Seq
+        if const.ndim > len(out_shape):
+            if const.ndim > len(out_shape) + 1 or const.shape[0] != 1:
+                raise LoweringError(f"a constant of shape {list(const.shape)} varies along the sequence axis")
+            const = const.reshape(const.shape[1:])
+    if not is_static(out_shape):  # flexible H, W: a scalar constant only (add / multiply alpha)
+        if const.size != 1:
+            raise LoweringError(f"a constant of shape {list(const.shape)} on flexible sizes {out_shape} (only a "
+                                f"scalar is written without the sizes)")
+        out_shape = [1] * len(out_shape)
     full = np.broadcast_to(const.astype(np.float64), out_shape)
     ones, zeros = np.ones(out_shape), np.zeros(out_shape)
     t, const_first = op.type, cx is not None
@@ -237,8 +269,9 @@ def _affine_with_constant(e: Rank5Emitter, op: Op) -> bool:
     _float_tensor(var)
     layout = e.layout(var)
     blob = e.get(var)
-    out = e.put(op.outputs[0], layout)
-    a, b = a.reshape(layout), b.reshape(layout)
+    out = e.put(op.outputs[0], layout, seq)
+    shape = layout if is_static(layout) else (1, 1, 1)
+    a, b = a.reshape(shape), b.reshape(shape)
     if np.all(a == 1) and np.all(b == b.flat[0]):
         e.layer("add", op.name, [blob], [out]).alpha = float(b.flat[0])
     elif np.all(b == 0) and np.all(a == a.flat[0]):
@@ -278,13 +311,17 @@ def _compact(p: np.ndarray) -> tuple[list[int], np.ndarray]:
 _TWO_BLOBS = {"add": "add", "mul": "multiply", "maximum": "max", "minimum": "min"}
 
 
-@rank5("add", "sub", "mul", "real_div", "maximum", "minimum")
+@rank5("add", "sub", "mul", "real_div", "maximum", "minimum", per_step=True)
 def _binary(e: Rank5Emitter, op: Op) -> None:
     if op.type in ("add", "sub", "mul", "real_div") and _affine_with_constant(e, op):
         return
     x, y = _x(op), _x(op, "y")
-    sx, sy = static_shape(x), static_shape(y)
-    if sx != sy:
+    sx, sy = dims(x), dims(y)
+    if e.seq(x) is not None or e.seq(y) is not None:
+        if e.seq(x) != e.seq(y) or sx != sy:
+            raise LoweringError(f"operands of shapes {[str(d) for d in sx]} and {[str(d) for d in sy]}: legacy "
+                                f"layers combine two sequences of equal shapes only")
+    elif sx != sy:
         if op.type in ("add", "mul"):
             _broadcast(e, op, x, y)
             return
@@ -299,7 +336,7 @@ def _binary(e: Rank5Emitter, op: Op) -> None:
         e.layer("multiply", f"{op.name}_neg", [by], [neg]).alpha = -1.0
         by = neg
     kind = "add" if op.type == "sub" else _TWO_BLOBS[op.type]
-    e.layer(kind, op.name, [bx, by], [e.put(op.outputs[0], layout)])
+    e.layer(kind, op.name, [bx, by], [e.put(op.outputs[0], layout, e.seq(x))])
 
 
 def _broadcast(e: Rank5Emitter, op: Op, x: Value, y: Value) -> None:
@@ -360,8 +397,9 @@ def _set_padding(e: Rank5Emitter, op: Op, params, kernel: list[int], strides: li
 
 def _conv_common(e: Rank5Emitter, op: Op, what: str):
     x = _x(op)
-    layout = spatial_layout(x, f"{what} input")
-    out_layout = spatial_layout(op.outputs[0], f"{what} output")
+    flexible = what == "conv"  # conv_transpose computes with the sizes
+    layout = spatial_layout(x, f"{what} input", flexible=flexible)
+    out_layout = spatial_layout(op.outputs[0], f"{what} output", flexible=flexible)
     if e.const(op_value(op, "weight")) is None:
         raise LoweringError(f"{what} with a run-time weight (a second input needs specification version 4)")
     weight = np.asarray(e.const(op_value(op, "weight")))
@@ -427,11 +465,13 @@ _POOL = {"max_pool": nn.PoolingLayerParams.MAX, "avg_pool": nn.PoolingLayerParam
 @rank5(*_POOL)
 def _pool(e: Rank5Emitter, op: Op) -> None:
     x = _x(op)
-    layout = spatial_layout(x, "pooling input")
-    out_layout = spatial_layout(op.outputs[0], "pooling output")
+    layout = spatial_layout(x, "pooling input", flexible=True)
+    out_layout = spatial_layout(op.outputs[0], "pooling output", flexible=True)
     kernel = _pairs(e.const_param(op, "kernel_sizes"), "kernel_sizes")
     strides = _pairs(e.const_param(op, "strides"), "strides")
     ceil = bool(np.asarray(e.const_param(op, "ceil_mode")).reshape(-1)[0])
+    if ceil and not is_static(layout + out_layout):
+        raise LoweringError("ceil_mode pooling of flexible sizes (includeLastPixel is checked against the sizes)")
     amounts = _include_last_pixel(e, op, layout, out_layout, kernel, strides) if ceil else None
     params = e.layer("pooling", op.name, [e.get(x, layout)], [e.put(op.outputs[0], out_layout)])
     params.type = _POOL[op.type]
@@ -530,7 +570,7 @@ def _argmax(e: Rank5Emitter, op: Op) -> None:
 @rank5("batch_norm")
 def _batch_norm(e: Rank5Emitter, op: Op) -> None:
     x = _x(op)
-    layout = spatial_layout(x, "batch_norm input")
+    layout = spatial_layout(x, "batch_norm input", flexible=True)
     c = layout[0]
     params = e.layer("batchnorm", op.name, [e.get(x, layout)], [e.put(op.outputs[0], layout)])
     params.channels = c
@@ -584,8 +624,16 @@ def _pad(e: Rank5Emitter, op: Op) -> None:
 def _inner_product(e: Rank5Emitter, op: Op, x: Value, weight: np.ndarray, bias: np.ndarray | None) -> None:
     """innerProduct of a vector ([.., C_in] with leading 1s) by ``weight`` [C_out, C_in]."""
     c_out, c_in = weight.shape
-    vector_layout(x, f"{op.type} input")
-    out = e.put(op.outputs[0], vector_layout(op.outputs[0], f"{op.type} output"))
+    seq = e.seq(x)
+    if seq is None:
+        vector_layout(x, f"{op.type} input")
+        out = e.put(op.outputs[0], vector_layout(op.outputs[0], f"{op.type} output"))
+    else:  # each step [1, C_in] -> [1, C_out]
+        split = sequence_split(dims(op.outputs[0]))
+        if split is None or split[0] != seq or split[1] != (c_out, 1, 1) or len(dims(x)) > 3:
+            raise LoweringError(f"{op.type} of a sequence of shape {[str(d) for d in dims(x)]}: innerProduct "
+                                f"takes [Seq, 1, C]")
+        out = e.put(op.outputs[0], (c_out, 1, 1), seq)
     params = e.layer("innerProduct", op.name, [e.get(x, (c_in, 1, 1))], [out])
     params.inputChannels, params.outputChannels = c_in, c_out
     e.weights(params.weights, weight)
@@ -594,7 +642,7 @@ def _inner_product(e: Rank5Emitter, op: Op, x: Value, weight: np.ndarray, bias: 
         e.weights(params.bias, bias)
 
 
-@rank5("linear")
+@rank5("linear", per_step=True)
 def _linear(e: Rank5Emitter, op: Op) -> None:
     weight = e.const_array(_x(op, "weight"), "linear weight")
     bias_v = op_value(op, "bias")
@@ -604,7 +652,7 @@ def _linear(e: Rank5Emitter, op: Op) -> None:
     _inner_product(e, op, _x(op), weight, bias)
 
 
-@rank5("matmul")
+@rank5("matmul", per_step=True)
 def _matmul(e: Rank5Emitter, op: Op) -> None:
     """x [.., C_in] @ a constant [C_in, C_out] matrix: innerProduct with the matrix transposed."""
     y = e.const(op_value(op, "y"))
@@ -617,7 +665,7 @@ def _matmul(e: Rank5Emitter, op: Op) -> None:
     _inner_product(e, op, _x(op), np.ascontiguousarray(weight), None)
 
 
-@rank5("gather")
+@rank5("gather", per_step=True)
 def _gather(e: Rank5Emitter, op: Op) -> None:
     """The legacy ``embedding`` layer (version 1): a row of a constant [V, E] table, at ONE index
     (the layer reads its indices along Seq/Batch, which this mode holds at 1) known to be in
@@ -628,11 +676,19 @@ def _gather(e: Rank5Emitter, op: Op) -> None:
         raise LoweringError("only a gather of rows of a constant 2-D table at indices known to be >= 0 has a "
                             "legacy form (embedding)")
     indices = _x(op, "indices")
-    if any(d != 1 for d in static_shape(indices)):
-        raise LoweringError(f"gather at indices of shape {static_shape(indices)}: the rank-5 embedding layer "
-                            f"reads several indices along Seq/Batch, which this mode holds at 1")
+    seq = e.seq(indices)
     vocab, size = (int(d) for d in plan.table.shape)
-    out = e.put(op.outputs[0], vector_layout(op.outputs[0], "embedding output"))
+    if seq is not None:  # one index per step: [S, 1] -> [S, 1, E]
+        split = sequence_split(dims(op.outputs[0]))
+        if len(dims(indices)) != 2 or split is None or split[0] != seq or split[1] != (size, 1, 1):
+            raise LoweringError(f"gather at indices of shape {[str(d) for d in dims(indices)]}: the rank-5 "
+                                f"embedding layer reads one index per step ([Seq, 1])")
+        out = e.put(op.outputs[0], (size, 1, 1), seq)
+    else:
+        if any(d != 1 for d in static_shape(indices)):
+            raise LoweringError(f"gather at indices of shape {static_shape(indices)}: the rank-5 embedding layer "
+                                f"reads several indices along Seq/Batch, which holds one step here")
+        out = e.put(op.outputs[0], vector_layout(op.outputs[0], "embedding output"))
     params = e.layer("embedding", op.name, [e.get(indices, (1, 1, 1))], [out])
     params.inputDim, params.outputChannels = vocab, size
     stored, _ = recorded_fp16(op, "x", plan.table.T)  # [outputChannels, inputDim]
@@ -663,11 +719,49 @@ def _concat(e: Rank5Emitter, op: Op) -> None:
     e.layer("concat", op.name, blobs, [e.put(op.outputs[0], out_layout)])
 
 
+@rank5("split", per_step=True)
+def _split(e: Rank5Emitter, op: Op) -> None:
+    """``split`` into equal parts along C (the legacy split layer, per step)."""
+    x = _x(op)
+    outs = list(op.outputs)
+    seq = e.seq(x)
+    shape = step_shape(e, x)
+    axis = int(np.asarray(e.const_param(op, "axis")).reshape(()))
+    axis = axis + len(dims(x)) if axis < 0 else axis
+    step_axis = axis - 1 if seq is not None else axis
+    if seq is not None and axis == 0:
+        raise LoweringError("split along the sequence axis (the legacy split layer splits C)")
+    layout = _channel_step_layout(x, shape, step_axis, "split")
+    sizes = {int(dims(o)[axis]) for o in outs} if is_static([dims(o)[axis] for o in outs]) else set()
+    if len(sizes) != 1:
+        raise LoweringError(f"split into parts of sizes {[str(dims(o)[axis]) for o in outs]} (the legacy split "
+                            f"layer makes equal parts)")
+    part = (sizes.pop(), layout[1], layout[2])
+    blobs = [e.put(o, part, seq) for o in outs]
+    e.layer("split", op.name, [e.get(x, layout)], blobs).nOutputs = len(outs)
+
+
+def _channel_step_layout(x: Value, shape: list, axis: int, what: str) -> Layout:
+    """``channel_layout`` of one step's shape ``shape`` (C at ``axis``)."""
+    rank = len(shape)
+    if rank >= 3 and axis == rank - 3 and natural_layout(shape) is not None:
+        return tuple(shape[-3:])  # type: ignore[return-value]
+    if rank >= 1 and axis == rank - 1 and all(d == 1 for d in shape[:-1]):
+        return (shape[-1], 1, 1)
+    raise LoweringError(f"{what} along axis {axis} of shape {[str(d) for d in shape]}: rank-5 layers work along "
+                        f"C only")
+
+
 def natural(v: Value) -> Layout:
-    """The layout of a model feature (the simple rule); LoweringError when it has none."""
-    layout = natural_layout(static_shape(v))
+    """The layout of a model feature (the simple rule; flexible H and W allowed, not C);
+    LoweringError when it has none. A sequence input's layout is ``natural_step``'s."""
+    shape = dims(v)
+    layout = natural_layout(shape)
     if layout is None:
-        raise LoweringError(f"'{v.name}' of shape {static_shape(v)} has a batch axis > 1")
+        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]} has a batch axis > 1")
+    if not is_static(layout[:1]) or (len(shape) < 3 and not is_static(layout)):
+        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]}: a flexible channel count "
+                            f"(rank-5 features may vary in Seq, H and W only)")
     return layout
 
 
