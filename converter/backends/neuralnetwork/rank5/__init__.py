@@ -41,9 +41,18 @@ from ....ir.core import FeatureInfo, Function, Program, Value
 from ....ir.types import TensorType
 from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
-from ..network import Classifier, _image_preprocessing, refuse_above, write_classifier
+from ..network import Classifier, _image_preprocessing, refuse_above, remove_dead_layers, write_classifier
 from . import recurrent as _recurrent  # noqa: F401  (registers the recurrent lowerings)
-from .layout import Rank5Emitter, dims, is_static, natural_layout, sequence_split, static_shape, vector_layout
+from .layout import (
+    Rank5Emitter,
+    dims,
+    is_static,
+    natural_layout,
+    sequence_split,
+    shape_text,
+    static_shape,
+    vector_layout,
+)
 from .lowering import PER_STEP, RANK5_LOWERINGS, natural
 
 
@@ -136,12 +145,16 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
     classifier_outputs = set(classify[0].outputs) if len(classify) == 1 else set()
     _name_outputs(fn, e, classifier_outputs, problems)
     if len(classify) != 1 or problems:
-        return None
-    try:
-        return _classifier(e, classify[0], fn)
-    except LoweringError as err:
-        problems.append(f"classify '{classify[0].name}': {err}")
-        return None
+        classifier = None
+    else:
+        try:
+            classifier = _classifier(e, classify[0], fn)
+        except LoweringError as err:
+            problems.append(f"classify '{classify[0].name}': {err}")
+            classifier = None
+    keep = {v.name for v in fn.outputs} | ({classifier.probabilities} if classifier is not None else set())
+    remove_dead_layers(network, keep)  # a concat whose parts a split read instead, ...
+    return classifier
 
 
 def _placeholder_layout(v: Value) -> tuple[int, int, int]:
@@ -184,15 +197,9 @@ def _feature_layout(e: Rank5Emitter, v: Value):
     if seq is not None:
         split = sequence_split(dims(v))
         if split is None or split[0] != seq:
-            raise LoweringError(f"'{v.name}' of shape {[str(d) for d in dims(v)]} is not a [Seq, 1, C, H, W] sequence")
+            raise LoweringError(f"'{v.name}' of shape {shape_text(dims(v))} is not a [Seq, 1, C, H, W] sequence")
         return split[1]
-    shape = dims(v)
-    layout = natural_layout(shape)
-    if layout is None and is_static(shape):
-        layout = natural_layout(static_shape(v))
-    if layout is None:
-        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]} has no rank-5 feature form")
-    return layout
+    return natural_layout(dims(v))  # None: the blob as it is (an output of another shape, _describe)
 
 
 def _flexibility(feat: Model_pb2.FeatureDescription) -> str | None:
@@ -248,9 +255,17 @@ def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescript
     if ft is not None and desc.feature_kind(ft) == "imageType":
         return describe_feature(info, v.name, t, out)
     shape = dims(v)
+    if what == "output" and not sequence and not is_static(shape):
+        # flexible sizes: the output is declared by its type only (as the builder writes it): an
+        # output's shape flexibility would have to pair the sizes the inputs allow
+        out.name = v.name
+        out.type.multiArrayType.dataType = desc.IR_TO_ARRAY_DTYPE[t.dtype.name]
+        if info is not None and info.short_description:
+            out.shortDescription = info.short_description
+        return desc.feature_min_spec_version(out.type)
     declared = declared_shape(shape, sequence=sequence)
     if sequence:
-        notes.append(f"{what} '{v.name}' of shape {[str(d) for d in shape]} is declared {declared}, its step: "
+        notes.append(f"{what} '{v.name}' of shape {shape_text(shape)} is declared {declared}, its step: "
                      f"a rank-5 model's features hold sequences of any length as [Seq, 1, C, H, W]")
     elif declared != shape:
         notes.append(f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 "

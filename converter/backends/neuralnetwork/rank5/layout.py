@@ -50,6 +50,11 @@ def dims(v: Value) -> list[Any]:
     return list(t.shape)
 
 
+def shape_text(shape: Sequence[Any]) -> list:
+    """A shape for a message: ints, symbols by name."""
+    return [int(d) if is_static_dim(d) else str(d) for d in shape]
+
+
 def is_static(shape: Sequence[Any]) -> bool:
     return all(is_static_dim(d) for d in shape)
 
@@ -144,6 +149,9 @@ class Rank5Emitter(NetworkEmitter):
         super().__init__(network, state)
         self.layouts: dict[Value, Layout] = {}
         self.seqs: dict[Value, Any] = {}  # sequences (module docstring): value -> its symbolic Seq
+        # values written as a concat along C: their parts' blobs and layouts (a split of such a
+        # value reads the parts, and the concat layer is dropped when nothing else reads it)
+        self.parts: dict[Value, list[tuple[str, Layout]]] = {}
         self._converted: dict[tuple[str, Layout], str] = {}  # (blob, layout) -> blob already reshaped
 
     def put(self, v: Value, layout: Layout, seq: Any = None) -> str:
@@ -169,7 +177,7 @@ class Rank5Emitter(NetworkEmitter):
             step = self.layouts[v]
             if split is None or split[0] != seq or (is_static(split[1]) and is_static(step)
                                                     and int(np.prod(split[1])) != int(np.prod(step))):
-                raise LoweringError(f"'{out.name}' of shape {[str(d) for d in shape]} reshapes across the "
+                raise LoweringError(f"'{out.name}' of shape {shape_text(shape)} reshapes across the "
                                     f"sequence axis of '{v.name}' (rank-5 blobs keep Seq apart)")
             self.seqs[out] = seq
         elif not is_static(shape) and not is_static(dims(v)) and _symbols(shape) != _symbols(dims(v)):
@@ -177,6 +185,8 @@ class Rank5Emitter(NetworkEmitter):
         blob = self.get(v)
         self.bind(out, blob)
         self.layouts[out] = self.layouts[v]
+        if v in self.parts:
+            self.parts[out] = self.parts[v]
 
     def layout(self, v: Value) -> Layout:
         self.get(v)
@@ -200,8 +210,8 @@ class Rank5Emitter(NetworkEmitter):
         if want is None or tuple(want) == have:
             return blob
         if not is_static(want) or not is_static(have):
-            raise LoweringError(f"'{v.name}' has flexible sizes {[str(d) for d in have]} and would need a "
-                                f"reshape to {[str(d) for d in want]} (a reshape layer needs static sizes)")
+            raise LoweringError(f"'{v.name}' has flexible sizes {shape_text(have)} and would need a "
+                                f"reshape to {shape_text(want)} (a reshape layer needs static sizes)")
         want = tuple(int(d) for d in want)  # type: ignore[assignment]
         if int(np.prod(want)) != int(np.prod(have)):
             raise LoweringError(f"'{v.name}' holds {int(np.prod(have))} elements, {int(np.prod(want))} are needed")

@@ -42,6 +42,7 @@ from .layout import (
     natural_layout,
     op_value,
     sequence_split,
+    shape_text,
     spatial_layout,
     static_shape,
     vector_layout,
@@ -319,7 +320,7 @@ def _binary(e: Rank5Emitter, op: Op) -> None:
     sx, sy = dims(x), dims(y)
     if e.seq(x) is not None or e.seq(y) is not None:
         if e.seq(x) != e.seq(y) or sx != sy:
-            raise LoweringError(f"operands of shapes {[str(d) for d in sx]} and {[str(d) for d in sy]}: legacy "
+            raise LoweringError(f"operands of shapes {shape_text(sx)} and {shape_text(sy)}: legacy "
                                 f"layers combine two sequences of equal shapes only")
     elif sx != sy:
         if op.type in ("add", "mul"):
@@ -631,7 +632,7 @@ def _inner_product(e: Rank5Emitter, op: Op, x: Value, weight: np.ndarray, bias: 
     else:  # each step [1, C_in] -> [1, C_out]
         split = sequence_split(dims(op.outputs[0]))
         if split is None or split[0] != seq or split[1] != (c_out, 1, 1) or len(dims(x)) > 3:
-            raise LoweringError(f"{op.type} of a sequence of shape {[str(d) for d in dims(x)]}: innerProduct "
+            raise LoweringError(f"{op.type} of a sequence of shape {shape_text(dims(x))}: innerProduct "
                                 f"takes [Seq, 1, C]")
         out = e.put(op.outputs[0], (c_out, 1, 1), seq)
     params = e.layer("innerProduct", op.name, [e.get(x, (c_in, 1, 1))], [out])
@@ -681,7 +682,7 @@ def _gather(e: Rank5Emitter, op: Op) -> None:
     if seq is not None:  # one index per step: [S, 1] -> [S, 1, E]
         split = sequence_split(dims(op.outputs[0]))
         if len(dims(indices)) != 2 or split is None or split[0] != seq or split[1] != (size, 1, 1):
-            raise LoweringError(f"gather at indices of shape {[str(d) for d in dims(indices)]}: the rank-5 "
+            raise LoweringError(f"gather at indices of shape {shape_text(dims(indices))}: the rank-5 "
                                 f"embedding layer reads one index per step ([Seq, 1])")
         out = e.put(op.outputs[0], (size, 1, 1), seq)
     else:
@@ -717,6 +718,7 @@ def _concat(e: Rank5Emitter, op: Op) -> None:
         e.alias(op.outputs[0], values[0])
         return
     e.layer("concat", op.name, blobs, [e.put(op.outputs[0], out_layout)])
+    e.parts[op.outputs[0]] = [(b, e.layouts[v]) for b, v in zip(blobs, values) if e.lookup(v) is not None]
 
 
 @rank5("split", per_step=True)
@@ -737,6 +739,12 @@ def _split(e: Rank5Emitter, op: Op) -> None:
         raise LoweringError(f"split into parts of sizes {[str(dims(o)[axis]) for o in outs]} (the legacy split "
                             f"layer makes equal parts)")
     part = (sizes.pop(), layout[1], layout[2])
+    parts = e.parts.get(x, [])
+    if seq is None and len(parts) == len(outs) and all(lay == part for _, lay in parts):
+        for o, (blob, lay) in zip(outs, parts):  # the split undoes a concat: its parts
+            e.bind(o, blob)
+            e.layouts[o] = lay
+        return
     blobs = [e.put(o, part, seq) for o in outs]
     e.layer("split", op.name, [e.get(x, layout)], blobs).nOutputs = len(outs)
 
@@ -748,7 +756,7 @@ def _channel_step_layout(x: Value, shape: list, axis: int, what: str) -> Layout:
         return tuple(shape[-3:])  # type: ignore[return-value]
     if rank >= 1 and axis == rank - 1 and all(d == 1 for d in shape[:-1]):
         return (shape[-1], 1, 1)
-    raise LoweringError(f"{what} along axis {axis} of shape {[str(d) for d in shape]}: rank-5 layers work along "
+    raise LoweringError(f"{what} along axis {axis} of shape {shape_text(shape)}: rank-5 layers work along "
                         f"C only")
 
 
@@ -758,9 +766,9 @@ def natural(v: Value) -> Layout:
     shape = dims(v)
     layout = natural_layout(shape)
     if layout is None:
-        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]} has a batch axis > 1")
+        raise LoweringError(f"'{v.name}' of shape {shape_text(shape)} has a batch axis > 1")
     if not is_static(layout[:1]) or (len(shape) < 3 and not is_static(layout)):
-        raise LoweringError(f"'{v.name}' of shape {[str(d) for d in shape]}: a flexible channel count "
+        raise LoweringError(f"'{v.name}' of shape {shape_text(shape)}: a flexible channel count "
                             f"(rank-5 features may vary in Seq, H and W only)")
     return layout
 

@@ -9,7 +9,8 @@ are the N-dimensional lowering's (lowering/recurrent.py ``fill_*``), so both wri
 All-zero constant initial states are left out (the layers start from zeros); otherwise every state
 is an input (the layers take all or none). A bidirectional lstm's ``[1, 2H]`` states are split
 into the directions' halves with a ``split`` layer (along C) and its final ones joined with a
-``concat`` layer, where something reads them.
+``concat`` layer, where something reads them; where the program itself concatenates (splits) the
+halves, the layer reads (writes) them and the concat/split layers are dropped (``Rank5Emitter.parts``).
 
 Where results can differ from the IR op: every NeuralNetwork recurrent layer clips each gate
 pre-activation to [-50, 50] (lowering/recurrent.py CLIP_NOTE): invisible for sigmoid, tanh,
@@ -23,7 +24,7 @@ import numpy as np
 from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ..lowering.recurrent import check_gru, fill_gru, fill_lstm, fill_rnn, lstm_directions
-from .layout import Rank5Emitter, dims, sequence_split, static_shape
+from .layout import Rank5Emitter, dims, sequence_split, shape_text, static_shape
 from .lowering import rank5
 
 
@@ -33,7 +34,7 @@ def _sequence(e: Rank5Emitter, op: Op) -> tuple[str, object]:
     shape = dims(x)
     seq = e.seq(x)
     if len(shape) != 3 or shape[1] != 1:
-        raise LoweringError(f"{op.type} input of shape {[str(d) for d in shape]}: the rank-5 layer takes "
+        raise LoweringError(f"{op.type} input of shape {shape_text(shape)}: the rank-5 layer takes "
                             f"[Seq, 1, I] (batch 1)")
     if seq is None and static_shape(x)[0] != 1:
         raise LoweringError(f"{op.type} over a fixed sequence of {shape[0]} steps: a rank-5 network gets its "
@@ -52,12 +53,16 @@ def _states(e: Rank5Emitter, op: Op, hidden: int, n_dir: int) -> list[str]:
     per_key: list[list[str]] = []
     for k, v, c in zip(keys, values, consts):
         if e.seq(v) is not None or dims(v) != [1, hidden * n_dir]:
-            raise LoweringError(f"{op.type} state '{k}' of shape {[str(d) for d in dims(v)]}: the rank-5 layer "
+            raise LoweringError(f"{op.type} state '{k}' of shape {shape_text(dims(v))}: the rank-5 layer "
                                 f"takes [1, H] (batch 1)")
         if c is not None:
             halves = np.split(np.asarray(c, np.float32).reshape(-1), n_dir)
             per_key.append([e.load_constant(None, h, f"{op.name}_{k}{i}", layout=(hidden, 1, 1))
                             for i, h in enumerate(halves)])
+            continue
+        parts = e.parts.get(v, [])
+        if n_dir == 2 and len(parts) == 2 and all(lay == (hidden, 1, 1) for _, lay in parts):
+            per_key.append([b for b, _ in parts])  # the directions' states, concatenated by the program
             continue
         blob = e.get(v, (hidden * n_dir, 1, 1))
         if n_dir == 1:
@@ -80,7 +85,7 @@ def _outputs(e: Rank5Emitter, op: Op, hidden: int, n_dir: int, seq: object) -> l
     fits = (split is not None and split == (out_seq, (hidden * n_dir, 1, 1))) if out_seq is not None \
         else dims(y) == [1, 1, hidden * n_dir]
     if not fits:
-        raise LoweringError(f"{op.type} output of shape {[str(d) for d in dims(y)]}: the rank-5 layer writes "
+        raise LoweringError(f"{op.type} output of shape {shape_text(dims(y))}: the rank-5 layer writes "
                             f"[Seq or 1, 1, {hidden * n_dir}]")
     blobs = [e.put(y, (hidden * n_dir, 1, 1), out_seq)]
     finals = op.outputs[1:]
@@ -99,8 +104,9 @@ def _join_finals(e: Rank5Emitter, op: Op, blobs: list[str], hidden: int) -> None
     n = len(finals)
     for k, r in enumerate(finals):
         if len(r.uses):  # a model output counts as a use
-            e.layer("concat", f"{op.name}_{'hc'[k]}", [blobs[1 + k], blobs[1 + n + k]],
-                    [e.put(r, (2 * hidden, 1, 1))])
+            halves = [blobs[1 + k], blobs[1 + n + k]]
+            e.layer("concat", f"{op.name}_{'hc'[k]}", halves, [e.put(r, (2 * hidden, 1, 1))])
+            e.parts[r] = [(b, (hidden, 1, 1)) for b in halves]
 
 
 @rank5("rnn", "gru", "lstm", per_step=True)
