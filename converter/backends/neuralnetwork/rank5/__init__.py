@@ -2,8 +2,10 @@
 
 Before specification version 4 every blob is ``[Seq, Batch, C, H, W]`` and features are declared
 ``[C]`` or ``[C, H, W]`` (RANK5_ARRAY_MAPPING, RANK5_IMAGE_MAPPING). This mode writes the programs
-old devices run — CNN and MLP classifiers and regressors on one example (batch 1) — with its own
-lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional backend is not used.
+old devices run — CNN and MLP classifiers and regressors on one example (batch 1), recurrent
+networks over a sequence input (recurrent.py) — with its own lowering table (lowering.py) over
+blob layouts (layout.py); the N-dimensional backend is not used (its recurrent layer parameters
+are: lowering/recurrent.py ``fill_*``).
 
 - Features: an IR value ``[C]`` / ``[1, C]`` is declared ``[C]``, ``[C, H, W]`` / ``[1, C, H, W]`` /
   ``[1, 1, C, H, W]`` is declared ``[C, H, W]``; images stay images. When that changes the

@@ -1,7 +1,8 @@
 """How IR tensors live in the blobs of a legacy (rank-5) network.
 
 Every blob of a network of specification version <= 3 is ``[Seq, Batch, C, H, W]``; this mode
-writes Seq = Batch = 1, so a blob is described by its ``(C, H, W)``: its *layout*. An IR value
+writes Batch = 1 and Seq = 1 but for sequences (below), so a blob is described by its
+``(C, H, W)``: its *layout*. An IR value
 fits a blob when its leading axes are 1 (no batch or sequence); its elements in row-major order are
 then the blob's elements in ``C, H, W`` order, so reshapes, squeezes and expand_dims of such values
 move no data: their result is the same blob (`Rank5Emitter.alias`). The layout matters only where a
