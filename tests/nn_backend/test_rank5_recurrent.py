@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+import torch.nn.functional as F
 
 import converter
 from converter.backends.neuralnetwork.versions import layer_version
@@ -344,3 +345,86 @@ def test_torch_lstm_over_a_fixed_sequence_is_refused_with_every_op(tmp_path: Pat
     assert "lstm 'y_batch_first_lstm': lstm over a fixed sequence of 9 steps" in message
     assert "slice_by_index '37'" in message
     assert not out.exists()
+
+
+# ---------------------------------------------------------------------------------------------
+# per-step layers on a sequence, flexible sizes through shape-agnostic layers
+
+
+def test_per_step_layers_before_an_lstm_match_torch(tmp_path: Path) -> None:
+    """linear (innerProduct per step), an add of a per-step constant (bias), tanh, then the lstm."""
+    m, params = _torch_lstm(False, seed=8)
+    w, bias, shift = _rand(IN, IN), _rand(IN), _rand(IN)
+
+    def body(b, x):
+        z = b.tanh(x=b.add(x=b.linear(x=x, weight=w, bias=bias, name="dense"), y=shift, name="shift"), name="act")
+        zeros = np.zeros((1, H), np.float32)
+        y, h, _ = b.lstm(x=z, initial_h=zeros, initial_c=zeros, direction="forward", output_sequence=True,
+                         **params, name="lstm")
+        return [y, h]
+
+    path = tmp_path / "steps.mlmodel"
+    model, _ = _write_and_read(_sequence_program({}, body), path)
+    _check_legacy(model, path, {"innerProduct": 1, "bias": 1, "activation": 1, "uniDirectionalLSTM": 1})
+    for s in LENGTHS:
+        feeds = _feeds(s, {})
+        with torch.no_grad():
+            z = torch.tanh(torch.from_numpy(feeds["x"]) @ torch.from_numpy(w).T + torch.from_numpy(bias + shift))
+            y, (hn, _) = m(z)
+        y_ours, h_ours = _run(path, feeds)
+        assert_close(y_ours.reshape(s, 1, H), y.numpy(), 1e-5)
+        assert_close(h_ours.reshape(1, H), hn.numpy()[0], 1e-5)
+
+
+def _flexible_program(body):
+    hs, ws = Symbol("h", lower=6, upper=40), Symbol("w", lower=6, upper=40)
+    return new_program([("x", TensorType(fp32, (1, 3, hs, ws)))], body)
+
+
+def test_flexible_sizes_through_conv_pool_batchnorm_and_scalar_ops_match_torch(tmp_path: Path) -> None:
+    weight, cbias = _rand(5, 3, 3, 3), _rand(5)
+    mean, var, gamma, beta = _rand(5), np.abs(_rand(5)) + 0.5, _rand(5), _rand(5)
+
+    def body(b, x):
+        y = b.conv(x=b.mul(x=x, y=np.float32(0.5), name="half"), weight=weight, bias=cbias, pad_type="same",
+                   name="conv")
+        y = b.batch_norm(x=y, mean=mean, variance=var, gamma=gamma, beta=beta, epsilon=1e-3, name="bn")
+        y = b.max_pool(x=b.relu(x=y, name="relu"), kernel_sizes=[2, 2], strides=[2, 2], pad_type="valid", name="pool")
+        return [b.add(x=y, y=np.float32(-0.25), name="shift")]
+
+    path = tmp_path / "flex.mlmodel"
+    converter.convert(_flexible_program(body), to="neuralnetwork", out=path, target="iOS12", passes="none",
+                      overwrite=True)
+    model = read_model_file(path).model
+    assert model.specificationVersion == 3  # the shapeRange
+    assert model.description.input[0].type.multiArrayType.WhichOneof("ShapeFlexibility") == "shapeRange"
+    assert dict(layer_kinds(path)) == {"multiply": 1, "convolution": 1, "batchnorm": 1, "activation": 1,
+                                       "pooling": 1, "add": 1}
+    mine = converter.load(path)
+    for hw in ((8, 12), (17, 6)):
+        x = _rand(3, *hw, scale=1.0)
+        want = _torch_pipeline(x, weight, cbias, mean, var, gamma, beta)
+        got = list(converter.run(mine, {"x": x}).values())[0]
+        assert_close(got.reshape(want.shape), want, 1e-5)
+
+
+def _torch_pipeline(x, weight, cbias, mean, var, gamma, beta) -> np.ndarray:
+    t = torch.from_numpy(x[None] * 0.5)
+    y = F.conv2d(t, torch.from_numpy(weight), torch.from_numpy(cbias), padding="same")
+    y = F.batch_norm(y, torch.from_numpy(mean), torch.from_numpy(var), torch.from_numpy(gamma),
+                     torch.from_numpy(beta), eps=1e-3)
+    return (F.max_pool2d(torch.relu(y), 2, 2) - 0.25).numpy()[0]
+
+
+def test_flexible_sizes_that_a_layer_would_compute_with_are_refused(tmp_path: Path) -> None:
+    def body(b, x):
+        flat = b.reshape(x=x, shape=[1, -1], name="flatten")
+        return [b.add(x=x, y=_rand(1, 3, 1, 1), name="per_channel"), flat]
+
+    with pytest.raises(UnsupportedError) as info:
+        converter.convert(_flexible_program(body), to="neuralnetwork", out=tmp_path / "no.mlmodel",
+                          target="iOS12", passes="none", overwrite=True)
+    message = str(info.value)
+    assert "add 'per_channel': a constant of shape [1, 3, 1, 1] on flexible sizes [1, 3, 'h', 'w']" in message
+    assert "reshape 'flatten': 'flatten' reshapes flexible sizes" in message
+    assert not (tmp_path / "no.mlmodel").exists()

@@ -240,7 +240,8 @@ def _affine_with_constant(e: Rank5Emitter, op: Op) -> bool:
     seq = e.seq(var)
     out_shape = dims(op.outputs[0])[1:] if seq is not None else dims(op.outputs[0])
     if dims(var) != dims(op.outputs[0]):
-        raise LoweringError(f"the constant broadcasts '{var.name}' from {dims(var)} to {dims(op.outputs[0])}: "
+        raise LoweringError(f"the constant broadcasts '{var.name}' from {shape_text(dims(var))} to "
+                            f"{shape_text(dims(op.outputs[0]))}: "
                             f"legacy layers cannot enlarge a blob")
     if seq is not None:  # one value per step: the constant may not vary along Seq
         if const.ndim > len(out_shape):
@@ -249,7 +250,7 @@ def _affine_with_constant(e: Rank5Emitter, op: Op) -> bool:
             const = const.reshape(const.shape[1:])
     if not is_static(out_shape):  # flexible H, W: a scalar constant only (add / multiply alpha)
         if const.size != 1:
-            raise LoweringError(f"a constant of shape {list(const.shape)} on flexible sizes {out_shape} (only a "
+            raise LoweringError(f"a constant of shape {list(const.shape)} on flexible sizes {shape_text(out_shape)} (only a "
                                 f"scalar is written without the sizes)")
         out_shape = [1] * len(out_shape)
     full = np.broadcast_to(const.astype(np.float64), out_shape)
