@@ -8,9 +8,10 @@ the same weights (re-stacked from torch's gate order into the IR's), the IR gru'
 written in numpy from its definition (torch's GRU resets after the recurrent matmul, the IR's
 before), and onnxruntime on onnxmltools' ONNX of the emitted model (other people's implementation
 of these layers). The shared builder models of specification version 1-3 that hold such layers or
-flexible shapes convert with ``--target iOS12`` to legacy layers only and give the source model's
-outputs (a round trip, not an oracle) at two sequence lengths / two sizes; iOS11 refuses the
-flexible ones naming the features.
+flexible shapes (and torch/lstm_nn, whose program moves an axis into the lstm's sequence) convert
+with ``--target iOS12`` to legacy layers only and give the source model's outputs (a round trip,
+not an oracle) at two sequence lengths / two sizes; iOS11 refuses the flexible ones naming the
+features.
 """
 
 from __future__ import annotations
@@ -334,17 +335,19 @@ def test_ios11_refuses_flexible_shapes_naming_the_feature(name: str, tmp_path: P
     assert not out.exists()
 
 
-def test_torch_lstm_over_a_fixed_sequence_is_refused_with_every_op(tmp_path: Path) -> None:
-    """torch/lstm_nn (an ND model): its sequence comes from a [1, 9, 6] input moved into Seq by a
-    transpose, and its last step is taken by a slice: neither has a rank-5 form here."""
+def test_torch_lstm_over_a_fixed_sequence_converts_with_permutes_and_a_slice(tmp_path: Path) -> None:
+    """torch/lstm_nn (an ND model, batch-first): a [1, 9, 6] input whose H axis the program moves
+    into the lstm's sequence, and the last step taken by a slice of the transposed outputs. In the
+    rank-5 model: permutes into and out of Seq, the lstm, and a slice of H."""
     src = _shared("torch/lstm_nn")
-    out = tmp_path / "no.mlmodel"
-    with pytest.raises(UnsupportedError) as info:
-        converter.convert(src, to="neuralnetwork", out=out, target="iOS12", overwrite=True)
-    message = str(info.value)
-    assert "lstm 'y_batch_first_lstm': lstm over a fixed sequence of 9 steps" in message
-    assert "slice_by_index '37'" in message
-    assert not out.exists()
+    out = _legacy_model(src, tmp_path)
+    kinds = layer_kinds(out)
+    assert kinds["uniDirectionalLSTM"] == 1 and kinds["slice"] == 1 and kinds["permute"] == 4
+    source, mine = converter.load(src), converter.load(out)
+    feeds = _shared_feeds(src, source)
+    want, got = converter.run(source, feeds), converter.run(mine, feeds)
+    # the outputs' batch axis: rank-5 features have none (the shapes differ, the elements agree)
+    _close(want, {k: np.asarray(got[k]).reshape(np.shape(want[k])) for k in want})
 
 
 # ---------------------------------------------------------------------------------------------
@@ -428,3 +431,34 @@ def test_flexible_sizes_that_a_layer_would_compute_with_are_refused(tmp_path: Pa
     assert "add 'per_channel': a constant of shape [1, 3, 1, 1] on flexible sizes [1, 3, 'h', 'w']" in message
     assert "reshape 'flatten': 'flatten' reshapes flexible sizes" in message
     assert not (tmp_path / "no.mlmodel").exists()
+
+
+def test_batch_first_lstm_over_a_static_sequence_and_slices_match_torch(tmp_path: Path) -> None:
+    """A [1, 5, IN] input moved into the lstm's sequence by a transpose (permutes into and out of
+    Seq), the last step sliced (the slice layer along H) and every second unit of it (along W)."""
+    m, params = _torch_lstm(False, seed=9)
+    steps = 5
+
+    def body(b, x):
+        zeros = np.zeros((1, H), np.float32)
+        y, _, _ = b.lstm(x=b.transpose(x=x, perm=[1, 0, 2], name="time_major"), initial_h=zeros, initial_c=zeros,
+                         direction="forward", output_sequence=True, **params, name="lstm")
+        y = b.transpose(x=y, perm=[1, 0, 2], name="batch_major")  # [1, S, H]
+        last = b.slice_by_index(x=y, begin=[0, -1, 0], end=[1, steps, H], end_mask=[True, True, True],
+                                squeeze_mask=[False, True, False], name="last")  # [1, H]
+        odd = b.slice_by_index(x=y, begin=[0, 0, 1], end=[1, steps, H], stride=[1, 1, 2], name="odd_units")
+        return [last, odd]
+
+    path = tmp_path / "batch_first.mlmodel"
+    prog = new_program([("x", TensorType(fp32, (1, steps, IN)))], body)
+    converter.convert(prog, to="neuralnetwork", out=path, target="iOS12", passes="none", overwrite=True)
+    assert read_model_file(path).model.specificationVersion == 1
+    kinds = layer_kinds(path)
+    assert kinds["uniDirectionalLSTM"] == 1 and kinds["slice"] == 2 and kinds["permute"] == 4
+    x = _rand(1, steps, IN)
+    with torch.no_grad():
+        y, _ = m(torch.from_numpy(x[0][:, None]))  # time-major [S, 1, IN]
+    y = y.numpy().transpose(1, 0, 2)  # [1, S, H]
+    last, odd = converter.run(converter.load(path), {"x": x}).values()
+    assert_close(np.asarray(last).reshape(1, H), y[:, -1], 1e-5)
+    assert_close(np.asarray(odd).reshape(1, steps, H // 2), y[:, :, 1::2], 1e-5)

@@ -33,6 +33,8 @@ are: lowering/recurrent.py ``fill_*``).
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -45,6 +47,7 @@ from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
 from ..network import Classifier, _image_preprocessing, refuse_above, remove_dead_layers, write_classifier
 from . import recurrent as _recurrent  # noqa: F401  (registers the recurrent lowerings)
+from . import slicing as _slicing  # noqa: F401  (registers slice_by_index)
 from .layout import (
     Rank5Emitter,
     dims,
@@ -132,12 +135,12 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
         try:
             if low is None:
                 raise LoweringError("no legacy (rank-5) layer for this op")
-            sequences = [v.name for v in op.input_values() if e.seq(v) is not None] \
-                if op.type not in PER_STEP else []
-            if sequences:
-                raise LoweringError(f"reads the sequence '{sequences[0]}': no legacy layer computes this op "
+            sequences = [v for v in op.input_values() if e.seq(v) is not None] if op.type not in PER_STEP else []
+            if any(not is_static([e.seq(v)]) for v in sequences):
+                raise LoweringError(f"reads the sequence '{sequences[0].name}': no legacy layer computes this op "
                                     f"step by step")
-            low(e, op)
+            with _unsequenced(e, sequences):
+                low(e, op)
         except LoweringError as err:
             problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
             for v in op.outputs:  # placeholders: the ops reading them are still checked
@@ -157,6 +160,24 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
     keep = {v.name for v in fn.outputs} | ({classifier.probabilities} if classifier is not None else set())
     remove_dead_layers(network, keep)  # a concat whose parts a split read instead, ...
     return classifier
+
+
+@contextmanager
+def _unsequenced(e: Rank5Emitter, values: list[Value]) -> Iterator[None]:
+    """While an op that does not take sequences is lowered, its sequence inputs of static Seq are
+    seen in their natural layout (``Rank5Emitter.unsequenced``)."""
+    saved = [(v, e.lookup(v), e.layouts[v], e.seqs[v]) for v in values]
+    try:
+        for v in values:
+            blob, layout = e.unsequenced(v)
+            del e.seqs[v]
+            e.bind(v, blob)
+            e.layouts[v] = layout
+        yield
+    finally:
+        for v, blob, layout, seq in saved:
+            e.bind(v, blob)  # type: ignore[arg-type]
+            e.layouts[v], e.seqs[v] = layout, seq
 
 
 def _placeholder_layout(v: Value) -> tuple[int, int, int]:
@@ -197,8 +218,8 @@ def _feature_layout(e: Rank5Emitter, v: Value):
     """The layout of output ``v`` as declared (one step's for a sequence)."""
     seq = e.seq(v)
     if seq is not None:
-        split = sequence_split(dims(v))
-        if split is None or split[0] != seq:
+        split = sequence_split(dims(v), seq)
+        if split is None:
             raise LoweringError(f"'{v.name}' of shape {shape_text(dims(v))} is not a [Seq, 1, C, H, W] sequence")
         return split[1]
     return natural_layout(dims(v))  # None: the blob as it is (an output of another shape, _describe)

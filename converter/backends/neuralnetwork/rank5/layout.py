@@ -21,6 +21,10 @@ Two kinds of run-time sizes are kept (the rest is written for static shapes):
   leading axis is such a Seq is a *sequence*: its blob is ``[S, 1, C, H, W]``, its layout the
   ``(C, H, W)`` of one step (``Rank5Emitter.seqs`` holds S). Only the lowerings registered
   ``per_step`` (layers that treat Seq like a batch, and the recurrent layers) read sequences.
+- A sequence may also have a static Seq: an lstm over a ``[S, 1, I]`` value with a static S > 1
+  (a program that moved an axis into Seq) reads a ``permute`` of it (``to_blob_axes``), and an op
+  that does not take sequences reads such a sequence through a ``permute`` back into its natural
+  layout (``Rank5Emitter.unsequenced``).
 - Flexible H and W (a feature's shapeRange / enumeratedShapes / image sizes, specification
   version 3): a layout may hold symbolic H and W where the layer does not need the sizes
   (convolution, pooling, activations); anything that would have to compute with them refuses.
@@ -60,11 +64,11 @@ def is_static(shape: Sequence[Any]) -> bool:
     return all(is_static_dim(d) for d in shape)
 
 
-def sequence_split(shape: Sequence[Any]) -> tuple[Any, Layout] | None:
-    """``(Seq, layout of one step)`` of an IR shape ``[S, 1, ..]`` with a symbolic S whose step
-    ``[1, ..]`` has a natural layout; None otherwise."""
+def sequence_split(shape: Sequence[Any], seq: Any = None) -> tuple[Any, Layout] | None:
+    """``(Seq, layout of one step)`` of an IR shape ``[S, 1, ..]`` whose step ``[1, ..]`` has a
+    natural layout, with S symbolic or (``seq`` given) S == ``seq``; None otherwise."""
     shape = list(shape)
-    if len(shape) < 2 or is_static_dim(shape[0]) or shape[1] != 1:
+    if len(shape) < 2 or shape[1] != 1 or (shape[0] != seq if seq is not None else is_static_dim(shape[0])):
         return None
     layout = natural_layout(shape[1:])
     return None if layout is None else (shape[0], layout)
@@ -163,6 +167,28 @@ class Rank5Emitter(NetworkEmitter):
             self.seqs[v] = seq
         return self.define(v)
 
+    def permuted(self, blob: str, axis: list[int], name: str) -> str:
+        """A ``permute`` layer of ``blob`` by ``axis`` (of Seq, C, H, W); its blob."""
+        out = self.fresh(name)
+        self.layer("permute", name, [blob], [out]).axis.extend(axis)
+        return out
+
+    def unsequenced(self, v: Value) -> tuple[str, Layout]:
+        """The blob and natural layout of a sequence ``v`` with a static Seq, its steps moved out of
+        Seq by a ``permute`` (cached): what an op that does not take sequences reads."""
+        shape = static_shape(v)
+        layout = natural_layout(shape)
+        if layout is None:
+            raise LoweringError(f"'{v.name}' of shape {shape} has no rank-5 layout outside a sequence")
+        key = (self.get(v, None), ("unsequenced",))  # type: ignore[arg-type]
+        if key not in self._converted:
+            split = sequence_split(shape, self.seq(v))
+            assert split is not None
+            step = self.get(v, split[1])
+            axis = permutation(blob_axes(shape, True), blob_axes(shape, False))
+            self._converted[key] = self.permuted(step, axis, f"{step}_unsequenced")  # type: ignore[index]
+        return self._converted[key], layout  # type: ignore[index]
+
     def seq(self, v: Value) -> Any:
         """The Seq of sequence ``v`` (module docstring); None for a value of one step."""
         return self.seqs.get(v)
@@ -174,7 +200,7 @@ class Rank5Emitter(NetworkEmitter):
         shape = dims(out)
         seq = self.seq(v)
         if seq is not None:
-            split = sequence_split(shape)
+            split = sequence_split(shape, seq)
             step = self.layouts[v]
             if split is None or split[0] != seq or (is_static(split[1]) and is_static(step)
                                                     and int(np.prod(split[1])) != int(np.prod(step))):
@@ -259,6 +285,35 @@ class Rank5Emitter(NetworkEmitter):
                 self._blobs[v] = new
         self._converted = {(new if b == old else b, lay): (new if o == old else o)
                            for (b, lay), o in self._converted.items()}
+
+
+def blob_axes(shape: Sequence[int], sequence: bool) -> dict[int, int]:
+    """Which blob axis (0 Seq, 1 C, 2 H, 3 W) holds each IR axis of size > 1 of a value of
+    ``shape`` in its natural layout (one step's for a ``sequence``, its axis 0 being Seq); a
+    LoweringError when an axis > 1 has none."""
+    axes: dict[int, int] = {}
+    offset = 1 if sequence else 0
+    if sequence:
+        axes[0] = 0
+    rest = list(shape[offset:])
+    rank = len(rest)
+    names = {rank - 3: 1, rank - 2: 2, rank - 1: 3} if rank >= 3 else {rank - 1: 1}
+    for i, d in enumerate(rest):
+        if d != 1:
+            if i not in names:
+                raise LoweringError(f"shape {list(shape)} has no rank-5 layout")
+            axes[i + offset] = names[i]
+    return axes
+
+
+def permutation(source: dict[int, int], target: dict[int, int]) -> list[int]:
+    """The ``permute`` axis (output blob axis i = input blob axis axis[i]) that moves each IR
+    axis from its ``source`` blob axis to its ``target`` one (axes of size 1 fill the rest)."""
+    axis: list[int | None] = [None] * 4
+    for ir_axis, t in target.items():
+        axis[t] = source[ir_axis]
+    spare = [a for a in range(4) if a not in axis]
+    return [a if a is not None else spare.pop(0) for a in axis]
 
 
 def _symbols(shape: Sequence[Any]) -> list[str]:

@@ -631,8 +631,8 @@ def _inner_product(e: Rank5Emitter, op: Op, x: Value, weight: np.ndarray, bias: 
         vector_layout(x, f"{op.type} input")
         out = e.put(op.outputs[0], vector_layout(op.outputs[0], f"{op.type} output"))
     else:  # each step [1, C_in] -> [1, C_out]
-        split = sequence_split(dims(op.outputs[0]))
-        if split is None or split[0] != seq or split[1] != (c_out, 1, 1) or len(dims(x)) > 3:
+        split = sequence_split(dims(op.outputs[0]), seq)
+        if split is None or split[1] != (c_out, 1, 1) or len(dims(x)) > 3:
             raise LoweringError(f"{op.type} of a sequence of shape {shape_text(dims(x))}: innerProduct "
                                 f"takes [Seq, 1, C]")
         out = e.put(op.outputs[0], (c_out, 1, 1), seq)
@@ -681,8 +681,8 @@ def _gather(e: Rank5Emitter, op: Op) -> None:
     seq = e.seq(indices)
     vocab, size = (int(d) for d in plan.table.shape)
     if seq is not None:  # one index per step: [S, 1] -> [S, 1, E]
-        split = sequence_split(dims(op.outputs[0]))
-        if len(dims(indices)) != 2 or split is None or split[0] != seq or split[1] != (size, 1, 1):
+        split = sequence_split(dims(op.outputs[0]), seq)
+        if len(dims(indices)) != 2 or split is None or split[1] != (size, 1, 1):
             raise LoweringError(f"gather at indices of shape {shape_text(dims(indices))}: the rank-5 "
                                 f"embedding layer reads one index per step ([Seq, 1])")
         out = e.put(op.outputs[0], (size, 1, 1), seq)

@@ -2,7 +2,8 @@
 gru, lstm -> uniDirectionalLSTM / biDirectionalLSTM.
 
 In a rank-5 network these layers read the blobs as they are: the sequence ``[Seq, 1, I, 1, 1]``
-(an IR ``[S, 1, I]`` sequence, layout.py, or one step ``[1, 1, I]``), each initial state
+(an IR ``[S, 1, I]`` sequence, layout.py, or one step ``[1, 1, I]``; a static ``[S, 1, I]``
+value is permuted into Seq), each initial state
 ``[1, 1, H, 1, 1]`` (IR ``[1, H]``), and write ``[Seq or 1, 1, H (2H bidirectional), 1, 1]`` then
 the final states, per direction h (and c). The layer parameters (gate blocks, activations, clip)
 are the N-dimensional lowering's (lowering/recurrent.py ``fill_*``), so both write the same layer.
@@ -24,7 +25,7 @@ import numpy as np
 from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ..lowering.recurrent import check_gru, fill_gru, fill_lstm, fill_rnn, lstm_directions
-from .layout import Rank5Emitter, dims, sequence_split, shape_text, static_shape
+from .layout import Rank5Emitter, blob_axes, dims, permutation, sequence_split, shape_text, static_shape
 from .lowering import rank5
 
 
@@ -36,9 +37,10 @@ def _sequence(e: Rank5Emitter, op: Op) -> tuple[str, object]:
     if len(shape) != 3 or shape[1] != 1:
         raise LoweringError(f"{op.type} input of shape {shape_text(shape)}: the rank-5 layer takes "
                             f"[Seq, 1, I] (batch 1)")
-    if seq is None and static_shape(x)[0] != 1:
-        raise LoweringError(f"{op.type} over a fixed sequence of {shape[0]} steps: a rank-5 network gets its "
-                            f"sequences from its inputs (a declared [C] input fed [Seq, 1, C, 1, 1])")
+    if seq is None and static_shape(x)[0] != 1:  # a [S, 1, I] value made by the program: into Seq
+        s = int(shape[0])
+        axis = permutation(blob_axes(shape, False), blob_axes(shape, True))
+        return e.permuted(e.get(x, (s, 1, int(shape[2]))), axis, f"{op.name}_sequence"), s
     return e.get(x, (int(shape[2]), 1, 1)), seq
 
 
@@ -81,7 +83,7 @@ def _outputs(e: Rank5Emitter, op: Op, hidden: int, n_dir: int, seq: object) -> l
     y = op.outputs[0]
     sequence_output = bool(np.asarray(e.const_param(op, "output_sequence")).reshape(()))
     out_seq = seq if sequence_output else None
-    split = sequence_split(dims(y))
+    split = sequence_split(dims(y), out_seq)
     fits = (split is not None and split == (out_seq, (hidden * n_dir, 1, 1))) if out_seq is not None \
         else dims(y) == [1, 1, hidden * n_dir]
     if not fits:
