@@ -46,8 +46,7 @@ from ....ir.types import TensorType
 from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
 from ..network import Classifier, _image_preprocessing, refuse_above, remove_dead_layers, write_classifier
-from . import recurrent as _recurrent  # noqa: F401  (registers the recurrent lowerings)
-from . import slicing as _slicing  # noqa: F401  (registers slice_by_index)
+from . import dense, elementwise, recurrent, reduce, shapes, slicing, spatial  # noqa: F401  (register the lowerings)
 from .layout import (
     Rank5Emitter,
     dims,
