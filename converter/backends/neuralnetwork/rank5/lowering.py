@@ -8,9 +8,9 @@ activation kinds, prelu, unary functions, clip/relu6 and silu (decomposed), add/
 constants (alpha, ``bias``, ``scale``) and add/sub/mul/max/min of equal shapes, concat, softmax
 along C, transpose of C/H/W (permute), padding, nearest and bilinear upsampling (resizeBilinear,
 version 3, when the factors are not integers or the sampling is not DEFAULT), and reshape /
-squeeze / expand_dims / identity / casts (no layer: the same blob), slice_by_index of one of C, H, W
-(slice). Anything else raises
-LoweringError with why, and the backend lists every such op in one error.
+squeeze / expand_dims / identity / casts (no layer: the same blob), slice_by_index of one of C,
+H, W (slice). Anything else raises LoweringError with why, and the backend lists every such op in
+one error.
 
 Sequences (layout.py): the lowerings registered ``per_step`` take them — the reshapes, casts,
 activations, unary functions, clip/silu, add/sub/mul with a per-step constant, binary ops of two
