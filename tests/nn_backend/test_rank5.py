@@ -8,8 +8,8 @@ of the emitted model (an implementation of the legacy layers by other people) wh
 converts it (not the elementwise test's model: it fails on it; not argmax: onnxruntime rejects
 its ArgMax node). The shared
 builder models (spec <= 3) are converted too: their outputs through the rank-5 model match the
-source model's (a round trip, not an oracle), and the ones refused name every op that needs
-version 4.
+source model's (a round trip, not an oracle); the recurrent and flexible-shape ones are in
+test_rank5_recurrent.py.
 """
 
 from __future__ import annotations
@@ -600,15 +600,7 @@ CONVERTED = {  # model -> the version of the rank-5 model written for target iOS
     "cnn_conv_pool_fc_int8_symmetric": 1, "cnn_conv_pool_fc_lut2": 1, "cnn_conv_pool_fc_lut4": 1,
     "regressor_mlp": 1, "pipeline_two_nn": 1, "image_classifier_preprocessed": 1,
 }
-REFUSED = {  # model -> words of the refusal
-    "embedding_simple_rnn": ["gather", "'tokens' has shape ['tokens_seq'"],
-    "gru": ["gru 'gru_gru': no legacy (rank-5) layer"],
-    "lstm_unidirectional": ["lstm 'lstm1_lstm'", "lstm 'lstm2_lstm'"],
-    "lstm_bidirectional": ["lstm 'bilstm_lstm'"],
-    "flexible_shape_range": ["input 'x': 'x' has shape ['3', '_s"],
-    "flexible_shape_enumerated": ["input 'x': 'x' has shape ['3', '_s"],
-    "flexible_image_sizes": ["input 'image'", "rank-5 networks are written for static shapes"],
-}
+# the builder models with recurrent layers or flexible shapes: test_rank5_recurrent.py
 
 
 def _feeds(prog, seed: int = 0) -> dict:
@@ -656,19 +648,6 @@ def test_shared_builder_model_converts_to_rank5(name: str, tmp_path: Path) -> No
         assert mine.type == recorded
     feeds = _feeds(source)
     _same_outputs(converter.run(source, feeds), _run(out, feeds))
-
-
-@pytest.mark.parametrize("name", sorted(REFUSED))
-def test_shared_builder_model_refused_with_every_reason(name: str, tmp_path: Path) -> None:
-    src = SHARED / f"{name}.mlmodel"
-    if not src.exists():
-        pytest.skip("shared models not present")
-    out = tmp_path / f"{name}.mlmodel"
-    with pytest.raises(UnsupportedError) as info:
-        converter.convert(src, to="neuralnetwork", out=out, target="iOS12", overwrite=True)
-    for words in REFUSED[name]:
-        assert words in str(info.value)
-    assert not out.exists()
 
 
 REAL = SHARED.parent / "real"

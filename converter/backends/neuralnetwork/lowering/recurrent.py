@@ -264,17 +264,13 @@ def _sizes(e: NetworkEmitter, op: Op) -> tuple[np.ndarray, np.ndarray, int, int]
 
 
 # ---------------------------------------------------------------------------------------------
-# The ops
+# Layer parameters (shared with the rank-5 backend, rank5/recurrent.py: everything but the blobs)
 
 
-@lowering("rnn", kind="decomposed", absorbs=_absorbs, note="expandDims + simpleRecurrent + squeeze (the layer is rank 5); "
-                                         + CLIP_NOTE)
-def _rnn(e: NetworkEmitter, op: Op) -> None:
+def fill_rnn(e: NetworkEmitter, op: Op, p: Any) -> None:
+    """The SimpleRecurrentLayerParams ``p`` of rnn ``op``."""
     w_ih, w_hh, inp, hid = _sizes(e, op)
     bias = _weight(e, op, "bias")
-    ins = [_sequence(e, op), *_states(e, op, 1)]
-    outs = _outputs(e, op, 1)
-    p = e.layer("simpleRecurrent", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     set_activation(p.activation, _str(e, op, "activation"))
     p.sequenceOutput = bool(e.const_param(op, "output_sequence"))
@@ -284,22 +280,21 @@ def _rnn(e: NetworkEmitter, op: Op) -> None:
     if bias is not None:
         p.hasBiasVector = True
         e.weights(p.biasVector, bias)
-    _unwrap(e, op, outs, 1)
 
 
-@lowering("gru", kind="decomposed", absorbs=_absorbs, note="expandDims + gru + squeeze; iOS18 reset_after=True has no "
-                                         "NeuralNetwork form; " + CLIP_NOTE)
-def _gru(e: NetworkEmitter, op: Op) -> None:
-    w_ih, w_hh, inp, hid = _sizes(e, op)
+def check_gru(e: NetworkEmitter, op: Op) -> None:
+    """A LoweringError when gru ``op`` has no layer form."""
     if "reset_after" in op.inputs and bool(e.const_param(op, "reset_after")):
         raise LoweringError("reset_after=True (r * (R_o h + b)) has no NeuralNetwork form: the gru layer resets "
                             "the state before the recurrent matmul (R_o (r * h))")
+
+
+def fill_gru(e: NetworkEmitter, op: Op, p: Any) -> None:
+    """The GRULayerParams ``p`` of gru ``op`` (checked by ``check_gru``)."""
+    w_ih, w_hh, inp, hid = _sizes(e, op)
     bias, input_bias = _weight(e, op, "bias"), _weight(e, op, "input_bias")
     if input_bias is not None:  # without reset_after both biases are added to every gate's sum
         bias = input_bias if bias is None else np.asarray(bias, np.float32) + np.asarray(input_bias, np.float32)
-    ins = [_sequence(e, op), *_states(e, op, 1)]
-    outs = _outputs(e, op, 1)
-    p = e.layer("gru", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     for key in ("recurrent_activation", "activation"):
         set_activation(p.activations.add(), _str(e, op, key))
@@ -310,27 +305,31 @@ def _gru(e: NetworkEmitter, op: Op) -> None:
     if bias is not None:
         p.hasBiasVectors = True
         _fill(e, p, GRU_GATES, "BiasVector", _blocks(bias, 3))
-    _unwrap(e, op, outs, 1)
 
 
-@lowering("lstm", kind="decomposed", absorbs=_absorbs, note="expandDims + uniDirectionalLSTM / biDirectionalLSTM (+ splitND, "
-                                          "concatND for bidirectional states) + squeeze; " + CLIP_NOTE)
-def _lstm(e: NetworkEmitter, op: Op) -> None:
+def lstm_directions(e: NetworkEmitter, op: Op) -> int:
+    """1 or 2 (bidirectional) for lstm ``op``; a LoweringError when it has no layer form."""
+    clip = e.const_param(op, "clip")
+    if clip is not None and not float(np.asarray(clip)) > 0:
+        raise LoweringError(f"clip {float(np.asarray(clip))} is not positive: cellClipThreshold 0 means the "
+                            f"default (50) in NeuralNetwork")
+    n_dir = 2 if _str(e, op, "direction") == "bidirectional" else 1
+    if n_dir == 2 and (op_input(op, "weight_ih_back") is None or op_input(op, "weight_hh_back") is None):
+        raise LoweringError("bidirectional lstm needs weight_ih_back and weight_hh_back")
+    return n_dir
+
+
+def fill_lstm(e: NetworkEmitter, op: Op, p: Any, n_dir: int) -> None:
+    """The UniDirectionalLSTMLayerParams / BiDirectionalLSTMLayerParams ``p`` of lstm ``op``
+    (``n_dir`` from ``lstm_directions``)."""
     w_ih, w_hh, inp, hid = _sizes(e, op)
     direction = _str(e, op, "direction")
-    n_dir = 2 if direction == "bidirectional" else 1
     suffixes = ["", "_back"][:n_dir]
     weights = [(w_ih, w_hh) if s == "" else (_weight(e, op, "weight_ih_back"), _weight(e, op, "weight_hh_back"))
                for s in suffixes]
     biases = [_weight(e, op, "bias" + s) for s in suffixes]
     peeps = [_weight(e, op, "peephole" + s) for s in suffixes]
     clip = e.const_param(op, "clip")
-    if clip is not None and not float(np.asarray(clip)) > 0:
-        raise LoweringError(f"clip {float(np.asarray(clip))} is not positive: cellClipThreshold 0 means the "
-                            f"default (50) in NeuralNetwork")
-    ins = [_sequence(e, op), *_states(e, op, n_dir)]
-    outs = _outputs(e, op, n_dir)
-    p = e.layer("biDirectionalLSTM" if n_dir == 2 else "uniDirectionalLSTM", op.name, ins, outs)
     p.inputVectorSize, p.outputVectorSize = inp, hid
     acts = [_str(e, op, k) for k in ("recurrent_activation", "cell_activation", "activation")]
     for fields in ([p.activationsForwardLSTM, p.activationsBackwardLSTM] if n_dir == 2 else [p.activations]):
@@ -357,4 +356,37 @@ def _lstm(e: NetworkEmitter, op: Op) -> None:
         if lp.hasPeepholeVectors:
             x = peeps[d] if peeps[d] is not None else np.zeros(3 * hid, np.float32)
             _fill(e, wp, LSTM_GATES[:3], "PeepholeVector", _blocks(x, 3))
+
+
+# ---------------------------------------------------------------------------------------------
+# The ops
+
+
+@lowering("rnn", kind="decomposed", absorbs=_absorbs, note="expandDims + simpleRecurrent + squeeze (the layer is rank 5); "
+                                         + CLIP_NOTE)
+def _rnn(e: NetworkEmitter, op: Op) -> None:
+    ins = [_sequence(e, op), *_states(e, op, 1)]
+    outs = _outputs(e, op, 1)
+    fill_rnn(e, op, e.layer("simpleRecurrent", op.name, ins, outs))
+    _unwrap(e, op, outs, 1)
+
+
+@lowering("gru", kind="decomposed", absorbs=_absorbs, note="expandDims + gru + squeeze; iOS18 reset_after=True has no "
+                                         "NeuralNetwork form; " + CLIP_NOTE)
+def _gru(e: NetworkEmitter, op: Op) -> None:
+    check_gru(e, op)
+    ins = [_sequence(e, op), *_states(e, op, 1)]
+    outs = _outputs(e, op, 1)
+    fill_gru(e, op, e.layer("gru", op.name, ins, outs))
+    _unwrap(e, op, outs, 1)
+
+
+@lowering("lstm", kind="decomposed", absorbs=_absorbs, note="expandDims + uniDirectionalLSTM / biDirectionalLSTM (+ splitND, "
+                                          "concatND for bidirectional states) + squeeze; " + CLIP_NOTE)
+def _lstm(e: NetworkEmitter, op: Op) -> None:
+    n_dir = lstm_directions(e, op)
+    ins = [_sequence(e, op), *_states(e, op, n_dir)]
+    outs = _outputs(e, op, n_dir)
+    layer = e.layer("biDirectionalLSTM" if n_dir == 2 else "uniDirectionalLSTM", op.name, ins, outs)
+    fill_lstm(e, op, layer, n_dir)
     _unwrap(e, op, outs, n_dir)

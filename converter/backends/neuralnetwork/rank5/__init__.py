@@ -2,8 +2,10 @@
 
 Before specification version 4 every blob is ``[Seq, Batch, C, H, W]`` and features are declared
 ``[C]`` or ``[C, H, W]`` (RANK5_ARRAY_MAPPING, RANK5_IMAGE_MAPPING). This mode writes the programs
-old devices run — CNN and MLP classifiers and regressors on one example (batch 1) — with its own
-lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional backend is not used.
+old devices run — CNN and MLP classifiers and regressors on one example (batch 1), recurrent
+networks over a sequence input (recurrent.py) — with its own lowering table (lowering.py) over
+blob layouts (layout.py); the N-dimensional backend is not used (its recurrent layer parameters
+are: lowering/recurrent.py ``fill_*``).
 
 - Features: an IR value ``[C]`` / ``[1, C]`` is declared ``[C]``, ``[C, H, W]`` / ``[1, C, H, W]`` /
   ``[1, 1, C, H, W]`` is declared ``[C, H, W]``; images stay images. When that changes the
@@ -15,12 +17,24 @@ lowering table (lowering.py) over blob layouts (layout.py); the N-dimensional ba
   preparation expands compressed weights (constexpr ops) into fp32 constants.
 - Features: an output that has no [C] / [C, H, W] form (a [513, 513] map) is declared in its own
   shape, which Core ML gives the network's result when the element counts agree.
+- Sequences: an input ``[S, 1, C, H, W]`` with a symbolic S (what our frontend reads for a
+  declared input of a legacy model that reaches a recurrent layer) is declared ``[C]`` (H = W = 1)
+  or ``[C, H, W]``: Core ML feeds such an input as a sequence of any length. Per-step layers and
+  the recurrent layers (rnn -> simpleRecurrent, gru -> gru, lstm -> uniDirectionalLSTM /
+  biDirectionalLSTM, recurrent.py) carry the sequence; an output ``[S, 1, C, ..]`` is declared by
+  its step the same way. layout.py says which ops take sequences.
+- Flexible shapes: a feature whose H and W are symbolic keeps the source's ``shapeRange`` /
+  ``enumeratedShapes`` (multiArray) or ``imageSizeRange`` / ``enumeratedSizes`` (image), which
+  need specification version 3 (iOS 12): a version 1-2 floor refuses them, naming each feature.
+  The layers must not need the sizes (convolution, pooling, activations, elementwise ops).
 - Refusal: every op with no rank-5 form is named, with why, in one UnsupportedError.
 """
 
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 
 import numpy as np
 
@@ -31,9 +45,19 @@ from ....ir.core import FeatureInfo, Function, Program, Value
 from ....ir.types import TensorType
 from ...features import describe_feature, recorded_metadata
 from ..emitter import ModelState
-from ..network import Classifier, _image_preprocessing, refuse_above, write_classifier
-from .layout import Rank5Emitter, natural_layout, static_shape, vector_layout
-from .lowering import RANK5_LOWERINGS, natural
+from ..network import Classifier, _image_preprocessing, refuse_above, remove_dead_layers, write_classifier
+from . import dense, elementwise, recurrent, reduce, shapes, slicing, spatial  # noqa: F401  (register the lowerings)
+from .layout import (
+    Rank5Emitter,
+    dims,
+    is_static,
+    natural_layout,
+    sequence_split,
+    shape_text,
+    static_shape,
+    vector_layout,
+)
+from .lowering import PER_STEP, RANK5_LOWERINGS, natural
 
 
 def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tuple[Model_pb2.Model, list]:
@@ -58,8 +82,12 @@ def rank5_model(prog: Program, floor: int, *, source: str | None = None) -> tupl
     for what, values, infos, feats in (("input", fn.inputs, fn.input_info, d.input),
                                        ("output", fn.outputs, fn.output_info, d.output)):
         for v in values:
-            version = _describe(v, infos.get(v.name), feats.add(), what, notes)
+            feat = feats.add()
+            version = _describe(v, infos.get(v.name), feat, what, notes, sequence=e.seq(v) is not None)
             state.need(version, f"{what} '{v.name}' of type {v.type}")
+            flexibility = _flexibility(feat)
+            if flexibility:
+                state.need(3, f"{what} '{v.name}': flexible sizes ({flexibility})")
     need = state.spec_version
     write_classifier(network, d, classifier)
     refuse_above(state, need, floor, source)
@@ -84,7 +112,11 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
     for v in fn.inputs:
         e.bind(v, v.name)
         try:
-            e.layouts[v] = natural(v)
+            split = sequence_split(dims(v)) if isinstance(v.type, TensorType) and v.type.shape else None
+            if split is not None and is_static(split[1]):
+                e.seqs[v], e.layouts[v] = split
+            else:
+                e.layouts[v] = natural(v)
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err}")
             e.layouts[v] = _placeholder_layout(v)
@@ -102,7 +134,12 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
         try:
             if low is None:
                 raise LoweringError("no legacy (rank-5) layer for this op")
-            low(e, op)
+            sequences = [v for v in op.input_values() if e.seq(v) is not None] if op.type not in PER_STEP else []
+            if any(not is_static([e.seq(v)]) for v in sequences):
+                raise LoweringError(f"reads the sequence '{sequences[0].name}': no legacy layer computes this op "
+                                    f"step by step")
+            with _unsequenced(e, sequences):
+                low(e, op)
         except LoweringError as err:
             problems.append(f"{op.type} '{op.name}': {err.message if hasattr(err, 'message') else err}")
             for v in op.outputs:  # placeholders: the ops reading them are still checked
@@ -112,12 +149,34 @@ def _lower(fn: Function, e: Rank5Emitter, network, classify: list, problems: lis
     classifier_outputs = set(classify[0].outputs) if len(classify) == 1 else set()
     _name_outputs(fn, e, classifier_outputs, problems)
     if len(classify) != 1 or problems:
-        return None
+        classifier = None
+    else:
+        try:
+            classifier = _classifier(e, classify[0], fn)
+        except LoweringError as err:
+            problems.append(f"classify '{classify[0].name}': {err}")
+            classifier = None
+    keep = {v.name for v in fn.outputs} | ({classifier.probabilities} if classifier is not None else set())
+    remove_dead_layers(network, keep)  # a concat whose parts a split read instead, ...
+    return classifier
+
+
+@contextmanager
+def _unsequenced(e: Rank5Emitter, values: list[Value]) -> Iterator[None]:
+    """While an op that does not take sequences is lowered, its sequence inputs of static Seq are
+    seen in their natural layout (``Rank5Emitter.unsequenced``)."""
+    saved = [(v, e.lookup(v), e.layouts[v], e.seqs[v]) for v in values]
     try:
-        return _classifier(e, classify[0], fn)
-    except LoweringError as err:
-        problems.append(f"classify '{classify[0].name}': {err}")
-        return None
+        for v in values:
+            blob, layout = e.unsequenced(v)
+            del e.seqs[v]
+            e.bind(v, blob)
+            e.layouts[v] = layout
+        yield
+    finally:
+        for v, blob, layout, seq in saved:
+            e.bind(v, blob)  # type: ignore[arg-type]
+            e.layouts[v], e.seqs[v] = layout, seq
 
 
 def _placeholder_layout(v: Value) -> tuple[int, int, int]:
@@ -141,7 +200,7 @@ def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: lis
         if v in skip:
             continue
         try:
-            blob = e.get(v, natural_layout(static_shape(v)))
+            blob = e.get(v, _feature_layout(e, v))
         except LoweringError as err:
             problems.append(f"output '{v.name}': {err}")
             continue
@@ -152,6 +211,27 @@ def _name_outputs(fn: Function, e: Rank5Emitter, skip: set[Value], problems: lis
         else:
             e.rename(blob, v.name)
             named.add(v.name)
+
+
+def _feature_layout(e: Rank5Emitter, v: Value):
+    """The layout of output ``v`` as declared (one step's for a sequence)."""
+    seq = e.seq(v)
+    if seq is not None:
+        split = sequence_split(dims(v), seq)
+        if split is None:
+            raise LoweringError(f"'{v.name}' of shape {shape_text(dims(v))} is not a [Seq, 1, C, H, W] sequence")
+        return split[1]
+    return natural_layout(dims(v))  # None: the blob as it is (an output of another shape, _describe)
+
+
+def _flexibility(feat: Model_pb2.FeatureDescription) -> str | None:
+    """The flexible-shape field of a written feature (specification version 3), if any."""
+    kind = feat.type.WhichOneof("Type")
+    if kind == "multiArrayType":
+        return feat.type.multiArrayType.WhichOneof("ShapeFlexibility")
+    if kind == "imageType":
+        return feat.type.imageType.WhichOneof("SizeFlexibility")
+    return None
 
 
 def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
@@ -168,10 +248,15 @@ def _classifier(e: Rank5Emitter, op, fn: Function) -> Classifier:
     return Classifier(probs, list(items), label.name if label in outs else None, prob.name if prob in outs else None)
 
 
-def declared_shape(shape: list[int]) -> list[int]:
+def declared_shape(shape: list, *, sequence: bool = False) -> list:
     """The feature shape of an IR value in a rank-5 model: [C] or [C, H, W] (module docstring); an
     output of another shape (a [513, 513] map) keeps its shape: Core ML gives the network's result
-    that shape when the element counts agree."""
+    that shape when the element counts agree. A sequence ``[S, 1, ..]`` is declared by its step:
+    [C] when H = W = 1 (a sequence of vectors), else [C, H, W]."""
+    if sequence:
+        layout = natural_layout(shape[1:])
+        assert layout is not None
+        return [layout[0]] if tuple(layout[1:]) == (1, 1) else list(layout)
     layout = natural_layout(shape)
     if layout is None:
         return list(shape)
@@ -182,7 +267,7 @@ _ARRAY_DTYPES = ("fp16", "fp32", "fp64", "int32")
 
 
 def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescription, what: str,
-              notes: list[str]) -> int:
+              notes: list[str], *, sequence: bool = False) -> int:
     """A feature of the rank-5 model (``notes``: when its declared shape differs from the program's);
     the specification version it needs."""
     t = v.type
@@ -191,9 +276,20 @@ def _describe(v: Value, info: FeatureInfo | None, out: Model_pb2.FeatureDescript
     ft = desc.feature_from_bytes(info.feature_type) if isinstance(info, FeatureInfo) else None
     if ft is not None and desc.feature_kind(ft) == "imageType":
         return describe_feature(info, v.name, t, out)
-    shape = static_shape(v)
-    declared = declared_shape(shape)
-    if declared != shape:
+    shape = dims(v)
+    if what == "output" and not sequence and not is_static(shape):
+        # flexible sizes: the output is declared by its type only (as the builder writes it): an
+        # output's shape flexibility would have to pair the sizes the inputs allow
+        out.name = v.name
+        out.type.multiArrayType.dataType = desc.IR_TO_ARRAY_DTYPE[t.dtype.name]
+        if info is not None and info.short_description:
+            out.shortDescription = info.short_description
+        return desc.feature_min_spec_version(out.type)
+    declared = declared_shape(shape, sequence=sequence)
+    if sequence:
+        notes.append(f"{what} '{v.name}' of shape {shape_text(shape)} is declared {declared}, its step: "
+                     f"a rank-5 model's features hold sequences of any length as [Seq, 1, C, H, W]")
+    elif declared != shape:
         notes.append(f"{what} '{v.name}' of shape {shape} is declared {declared}: the features of a rank-5 "
                      f"(iOS 11/12) model have no batch axis")
     return describe_feature(info, v.name, TensorType(t.dtype, tuple(declared)), out)
