@@ -106,7 +106,8 @@ def _read_bare(f: BinaryIO, path: Path) -> tuple[Model_pb2.Model, list[tuple[int
     ``f`` is a regular file (`open_regular`)."""
     size = os.fstat(f.fileno()).st_size
     try:
-        skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload)
+        skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload,
+                                       within=(_WEIGHT_PARAMS,))
     except WireError as e:  # not well-formed: let protobuf's parser say what is wrong, when that is cheap
         if size > _PARSE_WHOLE_MAX_BYTES:
             raise FormatError(f"not a Core ML model (protobuf decoding failed: {e})", file=str(path)) from None
