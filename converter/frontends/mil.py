@@ -22,6 +22,7 @@ from ..formats import description as desc
 from ..formats.milproto import CodecError, type_from_proto, value_from_proto
 from ..formats.model_file import ModelFile
 from ..formats.proto import MIL_pb2, Model_pb2
+from ..gcpause import paused_gc
 from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
 from ..ir.rng import assign_rng_keys
@@ -449,4 +450,5 @@ def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -
 
 def load_mil_program(mf: ModelFile) -> Program:
     """The IR of an ``mlProgram`` model (see module docstring)."""
-    return _Loader(mf).program()
+    with paused_gc():
+        return _Loader(mf).program()
