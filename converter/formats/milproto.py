@@ -132,6 +132,44 @@ def type_from_proto(vt: MIL_pb2.ValueType, new_symbol: Callable[[], Symbol]) -> 
     raise CodecError("value type is empty")
 
 
+def _has_symbols(t: Type) -> bool:
+    if isinstance(t, TensorType):
+        return t.shape is not None and not all(type(d) is int for d in t.shape)
+    if isinstance(t, ListType):
+        return not isinstance(t.length, (int, type(None))) or _has_symbols(t.elem)
+    if isinstance(t, TupleType):
+        return any(_has_symbols(x) for x in t.types)
+    if isinstance(t, DictType):
+        return _has_symbols(t.key) or _has_symbols(t.value)
+    if isinstance(t, StateType):
+        return _has_symbols(t.wrapped)
+    return True
+
+
+class TypeDecoder:
+    """`type_from_proto` memoized by the ValueType's serialized bytes.
+
+    A program's thousands of values share a few dozen types, and serializing a small message is
+    far cheaper than decoding it field by field. Types are immutable, so values share them. A type
+    with unknown dims is decoded every time: each of its unknown dims is a fresh symbol.
+    """
+
+    __slots__ = ("new_symbol", "_memo")
+
+    def __init__(self, new_symbol: Callable[[], Symbol]) -> None:
+        self.new_symbol = new_symbol
+        self._memo: dict[bytes, Type] = {}
+
+    def __call__(self, vt: MIL_pb2.ValueType) -> Type:
+        key = vt.SerializeToString()
+        t = self._memo.get(key)
+        if t is None:
+            t = type_from_proto(vt, self.new_symbol)
+            if not _has_symbols(t):
+                self._memo[key] = t
+        return t
+
+
 def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.ValueType:
     vt = out if out is not None else MIL_pb2.ValueType()
     if isinstance(t, TensorType):
@@ -290,9 +328,11 @@ def tensor_to_immediate(arr: np.ndarray, t: TensorType, tv: MIL_pb2.TensorValue)
 BlobLoader = Callable[[str, int, TensorType], np.ndarray]
 
 
-def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol: Callable[[], Symbol]) -> tuple[Any, Type]:
-    """Decode a Value -> (numpy array | ListValue | tuple | dict, its IR type)."""
-    t = type_from_proto(v.type, new_symbol)
+def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol: Callable[[], Symbol],
+                     decode_type: Callable[[MIL_pb2.ValueType], Type] | None = None) -> tuple[Any, Type]:
+    """Decode a Value -> (numpy array | ListValue | tuple | dict, its IR type). ``decode_type``
+    (e.g. a `TypeDecoder`) decodes the value types, else `type_from_proto` with ``new_symbol``."""
+    t = decode_type(v.type) if decode_type is not None else type_from_proto(v.type, new_symbol)
     which = v.WhichOneof("value")
     if which == "blobFileValue":
         if not isinstance(t, TensorType):
@@ -311,19 +351,19 @@ def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol:
     if kind == "list":
         if not isinstance(t, ListType):
             raise CodecError(f"list data for a value of type {t}")
-        items = [value_from_proto(x, load_blob, new_symbol)[0] for x in iv.list.values]
+        items = [value_from_proto(x, load_blob, new_symbol, decode_type)[0] for x in iv.list.values]
         return ListValue(t.elem, items, dynamic_length=False), ListType(t.elem, len(items), False)
     if kind == "tuple":
-        items = [value_from_proto(x, load_blob, new_symbol) for x in iv.tuple.values]
+        items = [value_from_proto(x, load_blob, new_symbol, decode_type) for x in iv.tuple.values]
         return tuple(x for x, _ in items), TupleType(tuple(tt for _, tt in items))
     if kind == "dictionary":
         d = {}
         for kv in iv.dictionary.values:
-            k, _ = value_from_proto(kv.key, load_blob, new_symbol)
+            k, _ = value_from_proto(kv.key, load_blob, new_symbol, decode_type)
             if not (isinstance(k, np.ndarray) and k.size == 1):
                 shown = f"a tensor of shape {list(k.shape)}" if isinstance(k, np.ndarray) else type(k).__name__
                 raise CodecError(f"a dictionary key must be a single value, got {shown}")
-            val, _ = value_from_proto(kv.value, load_blob, new_symbol)
+            val, _ = value_from_proto(kv.value, load_blob, new_symbol, decode_type)
             d[k.item()] = val
         return d, t
     raise CodecError("immediate value is empty")

@@ -19,7 +19,7 @@ import numpy as np
 
 from ..errors import ConverterError, FormatError, TypeInferenceError, UnsupportedError
 from ..formats import description as desc
-from ..formats.milproto import CodecError, type_from_proto, value_from_proto
+from ..formats.milproto import CodecError, TypeDecoder, value_from_proto
 from ..formats.model_file import ModelFile
 from ..formats.proto import MIL_pb2, Model_pb2
 from ..gcpause import paused_gc
@@ -102,6 +102,7 @@ class _Loader:
         self.mf = mf
         self.file = str(mf.model_path)
         self.const_memo: dict[Value, bool] = {}
+        self.types = TypeDecoder(self.new_symbol)
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -110,13 +111,13 @@ class _Loader:
 
     def decode_type(self, vt: MIL_pb2.ValueType, **where: Any) -> Type:
         try:
-            return type_from_proto(vt, self.new_symbol)
+            return self.types(vt)
         except CodecError as e:
             raise FormatError(str(e), file=self.file, **where) from None
 
     def decode_value(self, v: MIL_pb2.Value, **where: Any) -> tuple[Any, Type]:
         try:
-            return value_from_proto(v, self.mf.load_blob, self.new_symbol)
+            return value_from_proto(v, self.mf.load_blob, self.new_symbol, self.types)
         except CodecError as e:
             raise FormatError(str(e), file=self.file, **where) from None
         except ConverterError as e:
