@@ -27,8 +27,10 @@ from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
 from ..ir.rng import assign_rng_keys
 from ..ir.symbols import canonicalize_symbols
-from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
+from ..ir.types import DTYPES, ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
 from ..ir.verify import is_compile_time_const
+
+_STRING_SCALAR = TensorType(DTYPES["string"], ())
 
 # Ops whose blocks see loop-carried values as block inputs, and how many blocks they own.
 _BLOCK_COUNTS = {"cond": 2, "while_loop": 2}
@@ -59,6 +61,8 @@ def _is_fresh(d: Any) -> bool:
 def _refine(declared: Type, inferred: Type) -> Type:
     """The declared type, with unknown dims filled in from inference where it knows more."""
     if isinstance(declared, TensorType) and isinstance(inferred, TensorType):
+        if declared.shape is not None and all(type(d) is int for d in declared.shape):
+            return declared  # nothing unknown (the common case)
         if declared.shape is None:
             return TensorType(declared.dtype, inferred.shape)
         if inferred.shape is None or len(inferred.shape) != len(declared.shape):
@@ -230,14 +234,30 @@ class _Loader:
         """The op's name attribute (popped from ``attrs``), else its first output's name."""
         op_name = ospec.outputs[0].name if ospec.outputs else ospec.type
         if "name" in attrs:
-            name_val, _ = self.decode_value(attrs.pop("name"), function=fname, op_type=ospec.type,
-                                            field="attributes.name")
+            name_attr = attrs.pop("name")
+            plain = self.plain_string(name_attr)
+            if plain is not None:
+                return plain
+            name_val, _ = self.decode_value(name_attr, function=fname, op_type=ospec.type, field="attributes.name")
             if not (isinstance(name_val, np.ndarray) and name_val.dtype.kind in "USO" and name_val.size == 1):
                 raise FormatError(f"attribute 'name' must be one string, got {_describe_value(name_val)}",
                                   file=self.file, function=fname, op=op_name, op_type=ospec.type,
                                   field="attributes.name")
             op_name = str(name_val.reshape(-1)[0])
         return op_name
+
+    def plain_string(self, v: MIL_pb2.Value) -> str | None:
+        """The string of an immediate string scalar holding one string (what every name attribute
+        is), read without building a tensor; None for anything else (decoded the general way)."""
+        if v.WhichOneof("value") != "immediateValue" or self.types(v.type) != _STRING_SCALAR:
+            return None
+        iv = v.immediateValue
+        if iv.WhichOneof("value") != "tensor" or iv.tensor.WhichOneof("value") != "strings":
+            return None
+        values = iv.tensor.strings.values
+        if len(values) != 1 or values[0].endswith("\x00"):  # numpy drops trailing NULs: leave those to it
+            return None
+        return values[0]
 
     def write_state(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, read: MIL_pb2.Operation | None,
                     scope: _Scope, fname: str) -> None:

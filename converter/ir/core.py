@@ -200,7 +200,8 @@ class Op:
         for b in blocks:
             self.add_block(b)
         self.outputs: list[Value] = []
-        self.create_outputs(output_types, output_names)
+        if output_types or output_names:
+            self.create_outputs(output_types, output_names)
         for key, arg in (inputs or {}).items():
             self.set_input(key, arg)
 
