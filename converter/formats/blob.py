@@ -45,7 +45,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -146,9 +146,8 @@ def _dtype_name(d: Any) -> str:
     return d if isinstance(d, str) else str(getattr(d, "name", d))
 
 
-@dataclass(frozen=True)
-class BlobInfo:
-    """A validated metadata record."""
+class BlobInfo(NamedTuple):
+    """A validated metadata record (a NamedTuple: one is made per weight read)."""
 
     offset: int  # of the metadata record (what the model references)
     dtype: BlobDType

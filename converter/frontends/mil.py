@@ -13,6 +13,7 @@ one follows, as coremltools reads it).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -107,6 +108,7 @@ class _Loader:
         self.file = str(mf.model_path)
         self.const_memo: dict[Value, bool] = {}
         self.types = TypeDecoder(self.new_symbol)
+        self.is_const = partial(is_compile_time_const, _memo=self.const_memo)  # not a lambda: no cycle via self
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -309,17 +311,18 @@ class _Loader:
             n += 1
             out_name = f"{op_name}_{n}"
         try:
-            types = opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+            types = opdef.infer_op(op, self.is_const)
         except ConverterError as e:
             raise e.with_location(file=self.file, **where) from None
         op.create_outputs(types, [out_name])
 
     def operation(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, scope: _Scope, fname: str) -> None:
+        op_type = ospec.type
         attrs = dict(ospec.attributes)
         op_name = self.op_name(ospec, attrs, fname)
-        where = {"function": fname, "op": op_name, "op_type": ospec.type}
+        where = {"function": fname, "op": op_name, "op_type": op_type}
         try:
-            opdef = get_opdef(ospec.type, fn.opset)
+            opdef = get_opdef(op_type, fn.opset)
         except UnsupportedError as e:
             raise e.with_location(file=self.file, field="type", **where) from None
         decoded_attrs: dict[str, Any] = {}
@@ -327,20 +330,23 @@ class _Loader:
         params = self.attribute_params(block, ospec, opdef, attrs, op_name, where)
         for key, val in attrs.items():
             decoded_attrs[key], attr_types[key] = self.decode_value(val, field=f"attributes.{key}", **where)
-        if ospec.type in ("const", "_const_symbolic"):
+        if op_type in ("const", "_const_symbolic"):
             self.const_op(block, ospec, opdef, op_name, decoded_attrs, attr_types.get("val"), scope, where)
             return
-        op = Op(ospec.type, opdef, name=op_name, attributes=decoded_attrs)
-        inputs = {**self.bind_inputs(block, ospec, opdef, scope, where), **params}
-        for spec in opdef.signature.value_inputs():  # in signature order
-            if spec.name in inputs:
-                op.set_input(spec.name, inputs[spec.name])
+        op = Op(op_type, opdef, name=op_name, attributes=decoded_attrs)
+        inputs = self.bind_inputs(block, ospec, opdef, scope, where)  # in signature order
+        if params:  # constexpr parameters given as attributes take their places in that order
+            inputs.update(params)
+            inputs = {spec.name: inputs[spec.name] for spec in opdef.signature.value_inputs() if spec.name in inputs}
+        for key, arg in inputs.items():
+            op.set_input(key, arg)
         block.append(op)
-        expected_blocks = _BLOCK_COUNTS.get(ospec.type, 0)
-        if len(ospec.blocks) != expected_blocks:
-            raise FormatError(f"{ospec.type} needs {expected_blocks} nested blocks, has {len(ospec.blocks)}",
+        blocks = ospec.blocks
+        expected_blocks = _BLOCK_COUNTS.get(op_type, 0)
+        if len(blocks) != expected_blocks:
+            raise FormatError(f"{op_type} needs {expected_blocks} nested blocks, has {len(blocks)}",
                               file=self.file, field="blocks", **where)
-        for bspec in ospec.blocks:
+        for bspec in blocks:
             nested = Block()
             op.add_block(nested)
             inner = _Scope(scope)
@@ -376,24 +382,28 @@ class _Loader:
                  attrs: dict[str, Any], val_type: Type | None, scope: _Scope, where: dict[str, Any]) -> None:
         if "val" not in attrs or val_type is None:
             raise FormatError("const op has no 'val' attribute", file=self.file, field="attributes.val", **where)
-        if len(ospec.outputs) != 1:
-            raise FormatError(f"const op has {len(ospec.outputs)} outputs", file=self.file, field="outputs", **where)
+        outputs = ospec.outputs
+        if len(outputs) != 1:
+            raise FormatError(f"const op has {len(outputs)} outputs", file=self.file, field="outputs", **where)
         if ospec.inputs or ospec.blocks:
             what = "inputs" if ospec.inputs else "blocks"
             raise FormatError(f"const op has {what}", file=self.file, field=what, **where)
-        out_type = self.decode_type(ospec.outputs[0].type, field="outputs", **where)
+        out = outputs[0]
+        out_type = self.decode_type(out.type, field="outputs", **where)
         if not types_compatible(out_type, val_type):
             raise FormatError(f"const value of type {val_type} declared as {out_type}", file=self.file,
                               field="outputs", **where)
-        op = Op(ospec.type, opdef, name=op_name, attributes=attrs)
-        op.create_outputs([val_type], [ospec.outputs[0].name])
+        op = Op(where["op_type"], opdef, name=op_name, attributes=attrs)
+        out_name = out.name
+        op.create_outputs([val_type], [out_name])
         block.append(op)
-        scope.names[ospec.outputs[0].name] = op.outputs[0]
+        scope.names[out_name] = op.outputs[0]
 
     def bind_inputs(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, scope: _Scope,
                     where: dict[str, Any]) -> dict[str, Any]:
         sig = opdef.signature
-        for key in ospec.inputs:
+        bindings = dict(ospec.inputs)
+        for key in bindings:
             spec = sig.inputs.get(key)
             if spec is None or not spec.is_value:
                 raise TypeInferenceError(
@@ -403,9 +413,10 @@ class _Loader:
         # bind in signature order: protobuf maps have no order, the IR text form does
         for spec in sig.value_inputs():
             key = spec.name
-            if key not in ospec.inputs:
+            arg = bindings.get(key)
+            if arg is None:
                 continue
-            values = self.bind_argument(block, ospec.inputs[key], key, opdef.opset, where, scope)
+            values = self.bind_argument(block, arg, key, opdef.opset, where, scope)
             if spec.kind == "tuple":
                 out[key] = tuple(values)
             elif len(values) != 1:
@@ -419,16 +430,18 @@ class _Loader:
                       scope: _Scope) -> list[Value]:
         """The values one parameter binds: named values in scope, or immediate values (as const ops)."""
         values = []
-        for i, binding in enumerate(arg.arguments):
+        arguments = arg.arguments
+        for i, binding in enumerate(arguments):
             kind = binding.WhichOneof("binding")
             if kind == "name":
-                v = scope.lookup(binding.name)
+                name = binding.name
+                v = scope.lookup(name)
                 if v is None:
-                    raise FormatError(f"parameter '{key}' refers to '{binding.name}', {scope.why_missing(binding.name)}",
+                    raise FormatError(f"parameter '{key}' refers to '{name}', {scope.why_missing(name)}",
                                       file=self.file, field=key, **where)
             elif kind == "value":
                 v = self.immediate_const(block, binding.value, f"{where['op']}_{key}" + (f"_{i}" if len(
-                    arg.arguments) > 1 else ""), opset, where, key)
+                    arguments) > 1 else ""), opset, where, key)
             else:
                 raise FormatError(f"parameter '{key}' has an empty binding", file=self.file, field=key, **where)
             values.append(v)
@@ -443,21 +456,27 @@ class _Loader:
         return op.outputs[0]
 
     def type_outputs(self, op: Op, ospec: MIL_pb2.Operation, where: dict[str, Any]) -> None:
-        declared = [self.decode_type(o.type, field=f"outputs.{o.name}", **where) for o in ospec.outputs]
+        outputs = list(ospec.outputs)
+        declared = []
+        for o in outputs:
+            try:
+                declared.append(self.types(o.type))
+            except CodecError as e:
+                raise FormatError(str(e), file=self.file, field=f"outputs.{o.name}", **where) from None
         try:
-            inferred = op.opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+            inferred = op.opdef.infer_op(op, self.is_const)
         except ConverterError as e:
             raise e.with_location(file=self.file, **where) from None
         if len(inferred) != len(declared):
             raise FormatError(f"op declares {len(declared)} outputs, {op.type} produces {len(inferred)}",
                               file=self.file, field="outputs", **where)
         types = []
-        for o, d, i in zip(ospec.outputs, declared, inferred):
+        for o, d, i in zip(outputs, declared, inferred):
             if not types_compatible(d, i):
                 raise TypeInferenceError(f"output '{o.name}' is declared {d}, but {op.type} produces {i}",
                                          file=self.file, field="outputs", **where)
             types.append(_refine(d, i))
-        op.create_outputs(types, [o.name for o in ospec.outputs])
+        op.create_outputs(types, [o.name for o in outputs])
 
 
 def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -> bool:

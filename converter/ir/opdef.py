@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -91,8 +92,14 @@ class Signature:
     inputs: dict[str, InputSpec]
     type_domains: dict[str, tuple[str, ...]]
 
-    def value_inputs(self) -> list[InputSpec]:
-        return [s for s in self.inputs.values() if s.is_value]
+    def value_inputs(self) -> tuple[InputSpec, ...]:
+        """The parameters bound to values, in signature order (computed once: loaders and checks ask
+        for them for every op)."""
+        return self._value_inputs
+
+    @cached_property
+    def _value_inputs(self) -> tuple[InputSpec, ...]:
+        return tuple(s for s in self.inputs.values() if s.is_value)
 
 
 def _spec_from_json(rec: dict) -> InputSpec:
