@@ -325,6 +325,17 @@ def tensor_to_immediate(arr: np.ndarray, t: TensorType, tv: MIL_pb2.TensorValue)
         raise CodecError(f"cannot encode {name} as an immediate value")
 
 
+def string_to_proto(s: str, out: MIL_pb2.Value) -> bool:
+    """Encode ``s`` as a string scalar into ``out`` (an empty Value), as `value_to_proto` encodes
+    ``np.array(s)``, without numpy (every op's name attribute); False, leaving ``out`` untouched,
+    for a string numpy would change (it drops trailing NULs)."""
+    if s.endswith("\x00"):
+        return False
+    out.type.tensorType.dataType = MIL_pb2.STRING
+    out.immediateValue.tensor.strings.values.append(s)
+    return True
+
+
 BlobLoader = Callable[[str, int, TensorType], np.ndarray]
 
 

@@ -350,6 +350,7 @@ class OpDef:
 
 _OPDEF_CLASSES: dict[str, type[OpDef]] = {}
 _INSTANCES: dict[tuple[str, str], OpDef] = {}
+_FIRST_OPSET: dict[str, str | None] = {}
 
 
 def register(cls: type[OpDef]) -> type[OpDef]:
@@ -362,6 +363,7 @@ def register(cls: type[OpDef]) -> type[OpDef]:
     if not cls.ir_only and name not in _RAW_SIGNATURES:
         raise ValueError(f"op '{name}' is not a MIL op; mark it ir_only and give ir_inputs")
     _OPDEF_CLASSES[name] = cls
+    _FIRST_OPSET.clear()
     return cls
 
 
@@ -417,11 +419,14 @@ def get_opdef(op_type: str, opset: str) -> OpDef:
 
 
 def first_opset(op_type: str) -> str | None:
+    """The first opset that has ``op_type`` (None: none has). Asked for every op when a program is
+    written (its target), so remembered per op type; registering an op forgets the answers."""
+    if op_type in _FIRST_OPSET:
+        return _FIRST_OPSET[op_type]
     _ensure_loaded()
-    for opset in OPSETS:
-        if _signature(op_type, opset) is not None:
-            return opset
-    return None
+    found = next((opset for opset in OPSETS if _signature(op_type, opset) is not None), None)
+    _FIRST_OPSET[op_type] = found
+    return found
 
 
 def registered_op_types() -> list[str]:
