@@ -28,10 +28,11 @@ from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
 from ..ir.rng import assign_rng_keys
 from ..ir.symbols import canonicalize_symbols
-from ..ir.types import DTYPES, ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
+from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
 from ..ir.verify import is_compile_time_const
 
-_STRING_SCALAR = TensorType(DTYPES["string"], ())
+# The encoding of a Value's type field for a string scalar, and the immediateValue field's key.
+_STRING_SCALAR_HEAD = b"\x12\x04\x0a\x02\x08" + bytes([MIL_pb2.STRING]) + b"\x1a"
 
 # Ops whose blocks see loop-carried values as block inputs, and how many blocks they own.
 _BLOCK_COUNTS = {"cond": 2, "while_loop": 2}
@@ -248,18 +249,21 @@ class _Loader:
             op_name = str(name_val.reshape(-1)[0])
         return op_name
 
-    def plain_string(self, v: MIL_pb2.Value) -> str | None:
-        """The string of an immediate string scalar holding one string (what every name attribute
-        is), read without building a tensor; None for anything else (decoded the general way)."""
-        if v.WhichOneof("value") != "immediateValue" or self.types(v.type) != _STRING_SCALAR:
+    @staticmethod
+    def plain_string(v: MIL_pb2.Value) -> str | None:
+        """The string of a Value that is exactly an immediate string scalar holding one string of
+        fewer than ~110 bytes (what nearly every name attribute is), read from the Value's encoding
+        (one C call) rather than field by field; None for anything else, decoded the general way."""
+        data = v.SerializeToString()
+        n = len(data)
+        # type {tensorType {dataType: STRING}}, immediateValue {tensor {strings {values: <n - 14 bytes>}}},
+        # every length one byte and each message ending where its enclosing one ends
+        if not (n < 128 and data.startswith(_STRING_SCALAR_HEAD) and data[7] == n - 8 and data[8] == 0x0A
+                and data[9] == n - 10 and data[10] == 0x22 and data[11] == n - 12 and data[12] == 0x0A
+                and data[13] == n - 14):
             return None
-        iv = v.immediateValue
-        if iv.WhichOneof("value") != "tensor" or iv.tensor.WhichOneof("value") != "strings":
-            return None
-        values = iv.tensor.strings.values
-        if len(values) != 1 or values[0].endswith("\x00"):  # numpy drops trailing NULs: leave those to it
-            return None
-        return values[0]
+        s = data[14:].decode("utf-8", "surrogatepass")  # protobuf's parser has checked it is UTF-8
+        return None if s.endswith("\x00") else s  # numpy drops trailing NULs: leave those to it
 
     def write_state(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, read: MIL_pb2.Operation | None,
                     scope: _Scope, fname: str) -> None:
