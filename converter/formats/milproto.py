@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -228,16 +229,26 @@ def pack_bits(values: np.ndarray, dt: DType) -> bytes:
 # Values
 
 
+@lru_cache(maxsize=4096)
+def static_size(t: TensorType) -> tuple[tuple[int, ...], int] | str:
+    """(shape, element count) of a static tensor type whose size is within the limits, else why
+    not ("non-static", or the limit it breaks). Remembered per type: every weight asks."""
+    if t.shape is None or any(isinstance(d, DimExpr) for d in t.shape):
+        return "non-static"
+    shape = tuple(int(d) for d in t.shape)
+    why = shape_problem(shape)
+    return why if why else (shape, math.prod(shape))
+
+
 def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
     """Decode an immediate TensorValue of declared type ``t`` (shape must be static)."""
     dt = t.dtype
-    if t.shape is None or any(isinstance(d, DimExpr) for d in t.shape):
+    size = static_size(t)
+    if size == "non-static":
         raise CodecError(f"immediate value has a non-static type {t}")
-    shape = tuple(int(d) for d in t.shape)
-    why = shape_problem(shape)
-    if why:
-        raise CodecError(f"immediate value of type {t}: {why}")
-    count = math.prod(shape)
+    if isinstance(size, str):
+        raise CodecError(f"immediate value of type {t}: {size}")
+    shape, count = size
     which = tv.WhichOneof("value")
     if which is None:
         if count != 0:
@@ -265,7 +276,7 @@ def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
         if which == "bools" and dt.name != "bool":
             raise CodecError(f"bool data for a {dt.name} tensor")
         _check_representable(field, which, dt)
-        arr = np.array(field, dtype=dt.storage if dt.has_native_numpy else np.int64)
+        arr = np.array(list(field), dtype=dt.storage if dt.has_native_numpy else np.int64)
         if not dt.has_native_numpy:
             arr = arr.astype(dt.storage)
     if arr.size != count:
