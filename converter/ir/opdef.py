@@ -13,7 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
-from functools import cached_property
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -340,12 +340,18 @@ class OpDef:
             # sizes computed from parameters (a range of 1e30 elements, tiles of tiles) stay within
             # what a tensor can be: this is where every frontend's ops get their output types
             if isinstance(t, TensorType) and t.shape is not None:
-                why = shape_problem([d for d in t.shape if is_static_dim(d)]) if len(t.shape) <= MAX_RANK else \
+                why = _static_dims_problem(t.shape) if len(t.shape) <= MAX_RANK else \
                     f"rank {len(t.shape)} is more than the {MAX_RANK} supported"
                 if why:
                     raise TypeInferenceError(f"output {i} would have shape {[str(d) for d in t.shape]}: {why}",
                                              **op.location())
         return types
+
+
+@lru_cache(maxsize=4096)
+def _static_dims_problem(shape: tuple) -> str | None:
+    """What is wrong with the static dims of an output shape (remembered: ops share a few shapes)."""
+    return shape_problem([d for d in shape if is_static_dim(d)])
 
 
 _OPDEF_CLASSES: dict[str, type[OpDef]] = {}
