@@ -42,7 +42,9 @@ import operator
 import os
 import struct
 import weakref
+from collections import deque
 from collections.abc import Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -84,6 +86,10 @@ assert _HEADER.size == HEADER_SIZE and _METADATA.size == METADATA_SIZE
 
 # Streaming granularity: bytes of byte-sized data, elements of sub-byte data, per chunk.
 _CHUNK_BYTES = 4 << 20
+# Blobs this large are written by the background thread; at most _PENDING_MAX bytes wait for it.
+_BACKGROUND_MIN_BYTES = 256 << 10
+_PENDING_MAX = 64 << 20
+_ZEROS = bytes(ALIGNMENT)  # alignment padding
 
 
 @dataclass(frozen=True)
@@ -409,10 +415,93 @@ class _Written:
     digest: bytes | None  # computed lazily, only once a blob of the same dtype and size shows up
 
 
-def _discard(file: Any, tmp: Path) -> None:
+def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
+    """Write ``buffers`` (bytes, contiguous uint8 arrays) one after the other at ``offset``: one
+    ``pwritev`` call for them all, more only after a short write."""
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    while views:
+        if _PWRITEV is not None:
+            n = _PWRITEV(fd, views, offset)
+        else:  # pragma: no cover - platforms without pwritev
+            n = os.pwrite(fd, views[0], offset)
+        if n <= 0:  # pragma: no cover - the kernel reports errors as OSError
+            raise OSError(f"short write at offset {offset}")
+        offset += n
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
+_PWRITEV = getattr(os, "pwritev", None)
+
+
+class _Background:
+    """One worker thread writing the large contiguous blobs of a `BlobWriter` while its caller goes
+    on (building the model proto), so that copying the weights into the page cache overlaps the
+    Python work instead of adding to it. The jobs hold views of the callers' arrays, and at most
+    ``_PENDING_MAX`` bytes wait at a time (beyond that ``submit`` waits): a caller's temporary arrays
+    are not kept alive without bound. A failed write is raised by the next ``check``/``wait``."""
+
+    def __init__(self) -> None:
+        self._executor: ThreadPoolExecutor | None = None
+        self._pending: deque[tuple[Future, int]] = deque()
+        self._bytes = 0
+
+    def submit(self, fd: int, buffers: list[Any], offset: int, nbytes: int) -> None:
+        while self._pending and self._bytes + nbytes > _PENDING_MAX:
+            self._wait_oldest()
+        if self._executor is None:
+            self._executor = ThreadPoolExecutor(1, thread_name_prefix="blob-writer")
+        self._pending.append((self._executor.submit(_write_at, fd, buffers, offset), nbytes))
+        self._bytes += nbytes
+
+    def _wait_oldest(self) -> None:
+        future, nbytes = self._pending.popleft()
+        self._bytes -= nbytes
+        future.result()
+
+    def check(self) -> None:
+        """Raise the error of a finished write, if one failed."""
+        while self._pending and self._pending[0][0].done():
+            self._wait_oldest()
+
+    def wait(self) -> None:
+        """Wait for every write (raising the first error)."""
+        while self._pending:
+            self._wait_oldest()
+
+    def shutdown(self) -> None:
+        """Stop the worker: queued writes are dropped, the one in progress is waited for."""
+        executor, self._executor = self._executor, None
+        self._pending.clear()
+        self._bytes = 0
+        if executor is not None:
+            executor.shutdown(wait=True, cancel_futures=True)
+
+
+@dataclass
+class _Open:
+    """What a writer's finalizer needs: the temporary file, its descriptor (-1 once closed) and
+    the background writer."""
+
+    tmp: Path
+    fd: int
+    background: _Background
+
+    def close_fd(self) -> None:
+        self.background.shutdown()  # first: a write in flight must not find the fd closed or reused
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _discard(state: _Open) -> None:
     """Finalizer of an unclosed or failed writer: drop the temporary file."""
+    tmp = state.tmp
     try:
-        file.close()
+        state.close_fd()
     except OSError:
         pass
     try:
@@ -433,6 +522,12 @@ class BlobWriter:
     agree, compared byte by byte. Same-shaped but different weights, common in real models, thus
     cost no hashing at all.
 
+    Each blob is one ``pwritev`` (its padding and metadata record with its data, straight from the
+    array's memory when it is contiguous in the stored dtype); blobs of at least
+    ``_BACKGROUND_MIN_BYTES`` are written by a worker thread (`_Background`) while the caller goes
+    on. An error of such a write is raised by a later ``write()`` or by ``close()``, and the file is
+    then discarded; an error while writing a blob in the caller's thread removes that blob only.
+
     Used as a context manager, an exception discards the temporary file and leaves ``path``
     untouched; so does a writer that is garbage-collected without ``close()``. With ``durable``
     (the default) the file is fsynced before the rename, so a crash cannot leave an empty or
@@ -443,8 +538,10 @@ class BlobWriter:
         self.path = Path(path)
         self.durable = durable
         fd, self._tmp = create_temp_beside(self.path)
-        self._file = os.fdopen(fd, "r+b")
-        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp)
+        self._fd = fd
+        self._background = _Background()
+        self._state = _Open(self._tmp, fd, self._background)
+        self._finalizer = weakref.finalize(self, _discard, self._state)
         self._closed = False
         self._aborted = False
         self._end = 0
@@ -452,7 +549,7 @@ class BlobWriter:
         self._dedup_hits = 0
         self._seen: dict[tuple[int, int, int, bytes], list[_Written]] = {}
         try:
-            self._file.write(_HEADER.pack(0, STORAGE_VERSION, *([0] * 7)))
+            _write_at(fd, [_HEADER.pack(0, STORAGE_VERSION, *([0] * 7))], 0)
         except BaseException:
             self.abort()
             raise
@@ -482,6 +579,7 @@ class BlobWriter:
         """
         if self._closed:
             raise ValueError(f"BlobWriter for {self.path} is closed")
+        self._check_background()
         name = _dtype_name(dtype_name)
         dt = DTYPE_BY_NAME.get(name)
         if dt is None:
@@ -508,7 +606,7 @@ class BlobWriter:
         digest = None
         candidates = self._seen.get(key)
         if candidates:
-            self._file.flush()
+            self._wait_background()  # the candidates' bytes must be in the file
             digest = _digest(_byte_chunks(a, dt))
             for prev in candidates:
                 if prev.digest is None:
@@ -520,20 +618,30 @@ class BlobWriter:
         start = self._end
         offset = _align(start)
         data_offset = offset + METADATA_SIZE
-        f = self._file
-        try:
-            f.write(bytes(offset - start))
-            f.write(_METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0))
-            written = 0
-            for chunk in _byte_chunks(a, dt):
-                f.write(chunk)
-                written += chunk.size
-                del chunk
-            if written != nbytes:  # pragma: no cover - internal invariant
-                raise AssertionError(f"wrote {written} bytes of a {nbytes}-byte blob")
-        except BaseException:
-            self._rollback(start)
-            raise
+        head = _ZEROS[: offset - start] + _METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0)
+        if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
+            data = a.reshape(-1).view(np.uint8)  # the array's own memory
+            if nbytes >= _BACKGROUND_MIN_BYTES:
+                self._background.submit(self._fd, [head, data], start, nbytes)
+            else:
+                try:
+                    _write_at(self._fd, [head, data], start)
+                except BaseException:
+                    self._rollback(start)
+                    raise
+        else:
+            try:
+                _write_at(self._fd, [head], start)
+                pos = data_offset
+                for chunk in _byte_chunks(a, dt):
+                    _write_at(self._fd, [chunk], pos)
+                    pos += chunk.size
+                    del chunk
+                if pos - data_offset != nbytes:  # pragma: no cover - internal invariant
+                    raise AssertionError(f"wrote {pos - data_offset} bytes of a {nbytes}-byte blob")
+            except BaseException:
+                self._rollback(start)
+                raise
         self._end = data_offset + nbytes
         self._count += 1
         self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest))
@@ -542,15 +650,27 @@ class BlobWriter:
     def _rollback(self, end: int) -> None:
         """Undo a partly written blob, or give up on the file if even that fails."""
         try:
-            self._file.flush()
-            self._file.seek(end)
-            self._file.truncate(end)
+            os.ftruncate(self._fd, end)
+        except BaseException:
+            self.abort()
+            raise
+
+    def _check_background(self) -> None:
+        try:
+            self._background.check()
+        except BaseException:
+            self.abort()
+            raise
+
+    def _wait_background(self) -> None:
+        try:
+            self._background.wait()
         except BaseException:
             self.abort()
             raise
 
     def _file_chunks(self, pos: int, nbytes: int) -> Iterator[bytes]:
-        fd = self._file.fileno()
+        fd = self._fd
         end = pos + nbytes
         while pos < end:
             data = os.pread(fd, min(_CHUNK_BYTES, end - pos), pos)
@@ -576,13 +696,11 @@ class BlobWriter:
         if self._closed:
             return self.path
         try:
-            f = self._file
-            f.seek(0)
-            f.write(struct.pack("<I", self._count))
-            f.flush()
+            self._background.wait()
+            _write_at(self._fd, [struct.pack("<I", self._count)], 0)
             if self.durable:
-                os.fsync(f.fileno())
-            f.close()
+                os.fsync(self._fd)
+            self._state.close_fd()
             replace_path(self._tmp, self.path)
         except BaseException:
             self.abort()
