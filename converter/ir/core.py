@@ -591,7 +591,10 @@ class Block:
 
     def walk(self) -> Iterator[Op]:
         for op in OpList(self):
-            yield from op.walk()
+            if op.blocks:
+                yield from op.walk()
+            else:
+                yield op  # no nested generator for an op without blocks (nearly every op)
 
     @property
     def parent_block(self) -> Block | None:
