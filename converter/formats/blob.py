@@ -413,6 +413,7 @@ class _Written:
     offset: int
     data_offset: int
     digest: bytes | None  # computed lazily, only once a blob of the same dtype and size shows up
+    pending: Future | None = None  # its background write, until done
 
 
 def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
@@ -449,13 +450,15 @@ class _Background:
         self._pending: deque[tuple[Future, int]] = deque()
         self._bytes = 0
 
-    def submit(self, fd: int, buffers: list[Any], offset: int, nbytes: int) -> None:
+    def submit(self, fd: int, buffers: list[Any], offset: int, nbytes: int) -> Future:
         while self._pending and self._bytes + nbytes > _PENDING_MAX:
             self._wait_oldest()
         if self._executor is None:
             self._executor = ThreadPoolExecutor(1, thread_name_prefix="blob-writer")
-        self._pending.append((self._executor.submit(_write_at, fd, buffers, offset), nbytes))
+        future = self._executor.submit(_write_at, fd, buffers, offset)
+        self._pending.append((future, nbytes))
         self._bytes += nbytes
+        return future
 
     def _wait_oldest(self) -> None:
         future, nbytes = self._pending.popleft()
@@ -606,9 +609,9 @@ class BlobWriter:
         digest = None
         candidates = self._seen.get(key)
         if candidates:
-            self._wait_background()  # the candidates' bytes must be in the file
             digest = _digest(_byte_chunks(a, dt))
             for prev in candidates:
+                self._wait_written(prev)  # its bytes must be in the file
                 if prev.digest is None:
                     prev.digest = _digest(self._file_chunks(prev.data_offset, nbytes))
                 if prev.digest == digest and self._file_equals(prev.data_offset, _byte_chunks(a, dt)):
@@ -618,11 +621,12 @@ class BlobWriter:
         start = self._end
         offset = _align(start)
         data_offset = offset + METADATA_SIZE
+        pending = None
         head = _ZEROS[: offset - start] + _METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0)
         if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
             data = a.reshape(-1).view(np.uint8)  # the array's own memory
             if nbytes >= _BACKGROUND_MIN_BYTES:
-                self._background.submit(self._fd, [head, data], start, nbytes)
+                pending = self._background.submit(self._fd, [head, data], start, nbytes)
             else:
                 try:
                     _write_at(self._fd, [head, data], start)
@@ -644,7 +648,7 @@ class BlobWriter:
                 raise
         self._end = data_offset + nbytes
         self._count += 1
-        self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest))
+        self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest, pending))
         return offset
 
     def _rollback(self, end: int) -> None:
@@ -662,12 +666,15 @@ class BlobWriter:
             self.abort()
             raise
 
-    def _wait_background(self) -> None:
+    def _wait_written(self, prev: _Written) -> None:
+        if prev.pending is None:
+            return
         try:
-            self._background.wait()
+            prev.pending.result()
         except BaseException:
             self.abort()
             raise
+        prev.pending = None
 
     def _file_chunks(self, pos: int, nbytes: int) -> Iterator[bytes]:
         fd = self._fd
