@@ -433,8 +433,14 @@ class _Loader:
     def bind_argument(self, block: Block, arg: MIL_pb2.Argument, key: str, opset: str, where: dict[str, Any],
                       scope: _Scope) -> list[Value]:
         """The values one parameter binds: named values in scope, or immediate values (as const ops)."""
-        values = []
         arguments = arg.arguments
+        if len(arguments) == 1:  # the common case: one value, by name
+            binding = arguments[0]
+            if binding.WhichOneof("binding") == "name":
+                v = scope.lookup(binding.name)
+                if v is not None:
+                    return [v]
+        values = []
         for i, binding in enumerate(arguments):
             kind = binding.WhichOneof("binding")
             if kind == "name":
@@ -461,12 +467,13 @@ class _Loader:
 
     def type_outputs(self, op: Op, ospec: MIL_pb2.Operation, where: dict[str, Any]) -> None:
         outputs = list(ospec.outputs)
+        names = [o.name for o in outputs]
         declared = []
-        for o in outputs:
+        for o, name in zip(outputs, names):
             try:
                 declared.append(self.types(o.type))
             except CodecError as e:
-                raise FormatError(str(e), file=self.file, field=f"outputs.{o.name}", **where) from None
+                raise FormatError(str(e), file=self.file, field=f"outputs.{name}", **where) from None
         try:
             inferred = op.opdef.infer_op(op, self.is_const)
         except ConverterError as e:
@@ -475,12 +482,12 @@ class _Loader:
             raise FormatError(f"op declares {len(declared)} outputs, {op.type} produces {len(inferred)}",
                               file=self.file, field="outputs", **where)
         types = []
-        for o, d, i in zip(outputs, declared, inferred):
+        for name, d, i in zip(names, declared, inferred):
             if not types_compatible(d, i):
-                raise TypeInferenceError(f"output '{o.name}' is declared {d}, but {op.type} produces {i}",
+                raise TypeInferenceError(f"output '{name}' is declared {d}, but {op.type} produces {i}",
                                          file=self.file, field="outputs", **where)
             types.append(_refine(d, i))
-        op.create_outputs(types, [o.name for o in outputs])
+        op.create_outputs(types, names)
 
 
 def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -> bool:

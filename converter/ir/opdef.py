@@ -279,18 +279,20 @@ class OpDef:
     def check_inputs(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> None:
         """Check names, kinds, dtypes, type domains and constness of an op's inputs."""
         sig = self.signature
+        inputs = op.inputs
 
         def fail(message: str, key: str) -> TypeInferenceError:
             return TypeInferenceError(message, field=key, **op.location())  # located only when raised
 
-        for key in op.inputs:
-            spec = sig.inputs.get(key)
+        specs = sig.inputs
+        for key in inputs:
+            spec = specs.get(key)
             if spec is None or not spec.is_value:
                 raise fail(f"unknown parameter '{key}' for {op.type} in opset {self.opset} "
                            f"(expected one of: {', '.join(s.name for s in sig.value_inputs())})", key)
         domains: dict[str, tuple[DType, str]] = {}
         for spec in sig.value_inputs():
-            arg = op.inputs.get(spec.name)
+            arg = inputs.get(spec.name)
             if arg is None:
                 if not spec.optional:
                     raise fail(f"missing required parameter '{spec.name}'", spec.name)
