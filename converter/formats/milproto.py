@@ -172,7 +172,23 @@ class TypeDecoder:
 
 
 def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.ValueType:
+    """The ValueType of ``t`` (written into ``out``, an empty message, when given). A program's
+    values share a few types: each is encoded once and then merged in from its bytes."""
     vt = out if out is not None else MIL_pb2.ValueType()
+    try:
+        data = _encoded_type(t)
+    except TypeError:  # pragma: no cover - an unhashable type: encoded field by field
+        return _build_type(t, vt)
+    vt.MergeFromString(data)
+    return vt
+
+
+@lru_cache(maxsize=4096)
+def _encoded_type(t: Type) -> bytes:
+    return _build_type(t, MIL_pb2.ValueType()).SerializeToString()
+
+
+def _build_type(t: Type, vt: MIL_pb2.ValueType) -> MIL_pb2.ValueType:
     if isinstance(t, TensorType):
         tt = vt.tensorType
         tt.dataType = dtype_to_proto(t.dtype)
@@ -189,7 +205,7 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
         if tt.rank == 0:
             tt.ClearField("rank")  # scalars: Core ML writes no rank field
     elif isinstance(t, ListType):
-        type_to_proto(t.elem, vt.listType.type)
+        _build_type(t.elem, vt.listType.type)
         if isinstance(t.length, int):
             vt.listType.length.constant.size = t.length
         else:
@@ -197,12 +213,12 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
     elif isinstance(t, TupleType):
         vt.tupleType.SetInParent()
         for x in t.types:
-            type_to_proto(x, vt.tupleType.types.add())
+            _build_type(x, vt.tupleType.types.add())
     elif isinstance(t, DictType):
-        type_to_proto(t.key, vt.dictionaryType.keyType)
-        type_to_proto(t.value, vt.dictionaryType.valueType)
+        _build_type(t.key, vt.dictionaryType.keyType)
+        _build_type(t.value, vt.dictionaryType.valueType)
     elif isinstance(t, StateType):
-        type_to_proto(t.wrapped, vt.stateType.wrappedType)
+        _build_type(t.wrapped, vt.stateType.wrappedType)
     else:
         raise CodecError(f"cannot encode type {t}")
     return vt
