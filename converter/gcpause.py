@@ -14,23 +14,12 @@ from contextlib import contextmanager
 
 
 @contextmanager
-def paused_gc(*, long_lived: bool = False) -> Iterator[None]:
-    """Disable the cyclic collector inside the block; re-enable it after, if it was enabled.
-
-    ``long_lived``: what the block made is expected to live on (a loaded program), so it joins the
-    oldest generation instead of being collected as young objects first: that collection, at the
-    first allocation after the block, would walk every object made once more (at 100k ops about a
-    tenth of the load time) to find almost nothing. Garbage the block made waits for the next full
-    collection. Only when the block succeeds. (``gc.freeze`` then ``gc.unfreeze`` moves every tracked object to the oldest
-    generation without walking them.)
-    """
+def paused_gc() -> Iterator[None]:
+    """Disable the cyclic collector inside the block; re-enable it after, if it was enabled."""
     collecting = gc.isenabled()
     gc.disable()
     try:
         yield
-        if long_lived:  # not when the block failed: its garbage is collected as usual
-            gc.freeze()
-            gc.unfreeze()
     finally:
         if collecting:
             gc.enable()

@@ -501,5 +501,5 @@ def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -
 
 def load_mil_program(mf: ModelFile) -> Program:
     """The IR of an ``mlProgram`` model (see module docstring)."""
-    with paused_gc(long_lived=True):
+    with paused_gc():
         return _Loader(mf).program()
