@@ -501,5 +501,5 @@ def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -
 
 def load_mil_program(mf: ModelFile) -> Program:
     """The IR of an ``mlProgram`` model (see module docstring)."""
-    with paused_gc():
+    with paused_gc(collect_first=True):
         return _Loader(mf).program()
