@@ -42,9 +42,7 @@ import operator
 import os
 import struct
 import weakref
-from collections import deque
 from collections.abc import Iterable, Iterator
-from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -86,9 +84,6 @@ assert _HEADER.size == HEADER_SIZE and _METADATA.size == METADATA_SIZE
 
 # Streaming granularity: bytes of byte-sized data, elements of sub-byte data, per chunk.
 _CHUNK_BYTES = 4 << 20
-# Blobs this large are written by the background thread; at most _PENDING_MAX bytes wait for it.
-_BACKGROUND_MIN_BYTES = 256 << 10
-_PENDING_MAX = 64 << 20
 _ZEROS = bytes(ALIGNMENT)  # alignment padding
 
 
@@ -413,7 +408,6 @@ class _Written:
     offset: int
     data_offset: int
     digest: bytes | None  # computed lazily, only once a blob of the same dtype and size shows up
-    pending: Future | None = None  # its background write, until done
 
 
 def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
@@ -438,63 +432,14 @@ def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
 _PWRITEV = getattr(os, "pwritev", None)
 
 
-class _Background:
-    """One worker thread writing the large contiguous blobs of a `BlobWriter` while its caller goes
-    on (building the model proto), so that copying the weights into the page cache overlaps the
-    Python work instead of adding to it. The jobs hold views of the callers' arrays, and at most
-    ``_PENDING_MAX`` bytes wait at a time (beyond that ``submit`` waits): a caller's temporary arrays
-    are not kept alive without bound. A failed write is raised by the next ``check``/``wait``."""
-
-    def __init__(self) -> None:
-        self._executor: ThreadPoolExecutor | None = None
-        self._pending: deque[tuple[Future, int]] = deque()
-        self._bytes = 0
-
-    def submit(self, fd: int, buffers: list[Any], offset: int, nbytes: int) -> Future:
-        while self._pending and self._bytes + nbytes > _PENDING_MAX:
-            self._wait_oldest()
-        if self._executor is None:
-            self._executor = ThreadPoolExecutor(1, thread_name_prefix="blob-writer")
-        future = self._executor.submit(_write_at, fd, buffers, offset)
-        self._pending.append((future, nbytes))
-        self._bytes += nbytes
-        return future
-
-    def _wait_oldest(self) -> None:
-        future, nbytes = self._pending.popleft()
-        self._bytes -= nbytes
-        future.result()
-
-    def check(self) -> None:
-        """Raise the error of a finished write, if one failed."""
-        while self._pending and self._pending[0][0].done():
-            self._wait_oldest()
-
-    def wait(self) -> None:
-        """Wait for every write (raising the first error)."""
-        while self._pending:
-            self._wait_oldest()
-
-    def shutdown(self) -> None:
-        """Stop the worker: queued writes are dropped, the one in progress is waited for."""
-        executor, self._executor = self._executor, None
-        self._pending.clear()
-        self._bytes = 0
-        if executor is not None:
-            executor.shutdown(wait=True, cancel_futures=True)
-
-
 @dataclass
 class _Open:
-    """What a writer's finalizer needs: the temporary file, its descriptor (-1 once closed) and
-    the background writer."""
+    """What a writer's finalizer needs: the temporary file and its descriptor (-1 once closed)."""
 
     tmp: Path
     fd: int
-    background: _Background
 
     def close_fd(self) -> None:
-        self.background.shutdown()  # first: a write in flight must not find the fd closed or reused
         fd, self.fd = self.fd, -1
         if fd >= 0:
             os.close(fd)
@@ -525,11 +470,9 @@ class BlobWriter:
     agree, compared byte by byte. Same-shaped but different weights, common in real models, thus
     cost no hashing at all.
 
-    Each blob is one ``pwritev`` (its padding and metadata record with its data, straight from the
-    array's memory when it is contiguous in the stored dtype); blobs of at least
-    ``_BACKGROUND_MIN_BYTES`` are written by a worker thread (`_Background`) while the caller goes
-    on. An error of such a write is raised by a later ``write()`` or by ``close()``, and the file is
-    then discarded; an error while writing a blob in the caller's thread removes that blob only.
+    Each blob is one ``pwritev`` of its padding, metadata record and data, the data straight from
+    the array's memory when it is contiguous in the stored dtype. An error while writing a blob
+    removes that blob only.
 
     Used as a context manager, an exception discards the temporary file and leaves ``path``
     untouched; so does a writer that is garbage-collected without ``close()``. With ``durable``
@@ -542,8 +485,7 @@ class BlobWriter:
         self.durable = durable
         fd, self._tmp = create_temp_beside(self.path)
         self._fd = fd
-        self._background = _Background()
-        self._state = _Open(self._tmp, fd, self._background)
+        self._state = _Open(self._tmp, fd)
         self._finalizer = weakref.finalize(self, _discard, self._state)
         self._closed = False
         self._aborted = False
@@ -582,7 +524,6 @@ class BlobWriter:
         """
         if self._closed:
             raise ValueError(f"BlobWriter for {self.path} is closed")
-        self._check_background()
         name = _dtype_name(dtype_name)
         dt = DTYPE_BY_NAME.get(name)
         if dt is None:
@@ -611,7 +552,6 @@ class BlobWriter:
         if candidates:
             digest = _digest(_byte_chunks(a, dt))
             for prev in candidates:
-                self._wait_written(prev)  # its bytes must be in the file
                 if prev.digest is None:
                     prev.digest = _digest(self._file_chunks(prev.data_offset, nbytes))
                 if prev.digest == digest and self._file_equals(prev.data_offset, _byte_chunks(a, dt)):
@@ -621,18 +561,14 @@ class BlobWriter:
         start = self._end
         offset = _align(start)
         data_offset = offset + METADATA_SIZE
-        pending = None
         head = _ZEROS[: offset - start] + _METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0)
         if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
             data = a.reshape(-1).view(np.uint8)  # the array's own memory
-            if nbytes >= _BACKGROUND_MIN_BYTES:
-                pending = self._background.submit(self._fd, [head, data], start, nbytes)
-            else:
-                try:
-                    _write_at(self._fd, [head, data], start)
-                except BaseException:
-                    self._rollback(start)
-                    raise
+            try:
+                _write_at(self._fd, [head, data], start)
+            except BaseException:
+                self._rollback(start)
+                raise
         else:
             try:
                 _write_at(self._fd, [head], start)
@@ -648,7 +584,7 @@ class BlobWriter:
                 raise
         self._end = data_offset + nbytes
         self._count += 1
-        self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest, pending))
+        self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest))
         return offset
 
     def _rollback(self, end: int) -> None:
@@ -658,23 +594,6 @@ class BlobWriter:
         except BaseException:
             self.abort()
             raise
-
-    def _check_background(self) -> None:
-        try:
-            self._background.check()
-        except BaseException:
-            self.abort()
-            raise
-
-    def _wait_written(self, prev: _Written) -> None:
-        if prev.pending is None:
-            return
-        try:
-            prev.pending.result()
-        except BaseException:
-            self.abort()
-            raise
-        prev.pending = None
 
     def _file_chunks(self, pos: int, nbytes: int) -> Iterator[bytes]:
         fd = self._fd
@@ -703,7 +622,6 @@ class BlobWriter:
         if self._closed:
             return self.path
         try:
-            self._background.wait()
             _write_at(self._fd, [struct.pack("<I", self._count)], 0)
             if self.durable:
                 os.fsync(self._fd)

@@ -515,47 +515,24 @@ def test_shared_file_copy_detects_corruption(tmp_path):
     assert e.value.offset == 64
 
 
-# ---------------------------------------------------------------------------------------------
-# Writes in the background thread
 
-
-def _write_all(path: Path, arrays: list[np.ndarray]) -> list[int]:
-    with BlobWriter(path, durable=False) as w:
-        return [w.write(a, "fp32") for a in arrays]
-
-
-def test_background_writes_give_the_same_file(tmp_path, monkeypatch):
-    """Blobs written by the background thread (small limits: every blob, and waiting for room)
-    make the file the caller's thread writes, deduplication included."""
-    rng = np.random.default_rng(7)
-    arrays = [rng.standard_normal(n, dtype=np.float32) for n in (1000, 5, 4000, 70, 1000)]
-    arrays.append(arrays[2].copy())  # deduplicated: its candidate must be in the file first
-    monkeypatch.setattr(blob, "_BACKGROUND_MIN_BYTES", 1 << 62)
-    offsets = _write_all(tmp_path / "sync.bin", arrays)
-    monkeypatch.setattr(blob, "_BACKGROUND_MIN_BYTES", 16)
-    monkeypatch.setattr(blob, "_PENDING_MAX", 8000)
-    assert _write_all(tmp_path / "background.bin", arrays) == offsets
-    assert offsets[5] == offsets[2]
-    assert (tmp_path / "background.bin").read_bytes() == (tmp_path / "sync.bin").read_bytes()
-
-
-def test_a_failed_background_write_fails_the_file(tmp_path, monkeypatch):
-    """An error in the background thread is raised by close() (or a later write), and nothing is
-    published: the temporary file is gone and an existing file is left as it was."""
+def test_a_failed_write_of_a_contiguous_blob_rolls_back(tmp_path, monkeypatch):
+    """A contiguous blob is one pwritev from the array's memory; if it fails (a full disk), the
+    partial blob is removed and the writer goes on."""
     path = tmp_path / "weight.bin"
-    path.write_bytes(b"before")
-    monkeypatch.setattr(blob, "_BACKGROUND_MIN_BYTES", 1024)
     real = blob._write_at
 
-    def failing(fd, buffers, offset):
-        if sum(len(b) for b in buffers) > 1024:
-            raise OSError(28, "No space left on device")
-        real(fd, buffers, offset)
+    def partial_then_fail(fd, buffers, offset):
+        real(fd, [buffers[0]], offset)  # the metadata got out, the data did not
+        raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr(blob, "_write_at", failing)
-    with pytest.raises(OSError, match="No space left"):
-        with BlobWriter(path) as w:
-            w.write(np.ones(10, np.float32), "fp32")
-            w.write(np.ones(1000, np.float32), "fp32")
-    assert path.read_bytes() == b"before"
-    assert os.listdir(tmp_path) == ["weight.bin"]
+    with BlobWriter(path) as w:
+        first = w.write(np.arange(100, dtype=np.float32), "fp32")
+        monkeypatch.setattr(blob, "_write_at", partial_then_fail)
+        with pytest.raises(OSError, match="No space left"):
+            w.write(np.ones(50, np.float32), "fp32")
+        monkeypatch.setattr(blob, "_write_at", real)
+        second = w.write(np.full(30, 2, np.float32), "fp32")
+    with BlobReader(path) as r:
+        assert [i.offset for i in r.records()] == [first, second]
+        np.testing.assert_array_equal(r.read(second), np.full(30, 2, np.float32))
