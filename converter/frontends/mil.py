@@ -258,7 +258,7 @@ class _Loader:
         n = len(data)
         # type {tensorType {dataType: STRING}}, immediateValue {tensor {strings {values: <n - 14 bytes>}}},
         # every length one byte and each message ending where its enclosing one ends
-        if not (n < 128 and data.startswith(_STRING_SCALAR_HEAD) and data[7] == n - 8 and data[8] == 0x0A
+        if not (14 <= n < 128 and data.startswith(_STRING_SCALAR_HEAD) and data[7] == n - 8 and data[8] == 0x0A
                 and data[9] == n - 10 and data[10] == 0x22 and data[11] == n - 12 and data[12] == 0x0A
                 and data[13] == n - 14):
             return None

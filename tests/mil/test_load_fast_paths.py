@@ -69,3 +69,12 @@ def test_type_decoder_shares_static_types_and_makes_fresh_symbols() -> None:
     unknown.tensorType.dimensions.add().unknown.variadic = False
     a, b = decode(unknown), decode(unknown)
     assert isinstance(a.shape[1], Symbol) and isinstance(b.shape[1], Symbol) and a.shape[1] != b.shape[1]
+
+
+def test_a_truncated_name_value_is_left_to_the_general_decoding() -> None:
+    """A string-typed name whose immediate value was cut short (found by the hostile fuzzer: an
+    IndexError) is not the fast path's to read."""
+    v = MIL_pb2.Value()
+    v.type.tensorType.dataType = MIL_pb2.STRING
+    v.immediateValue.SetInParent()  # the tensor removed
+    assert _Loader.plain_string(v) is None
