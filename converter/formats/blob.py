@@ -470,7 +470,8 @@ class BlobWriter:
     agree, compared byte by byte. Same-shaped but different weights, common in real models, thus
     cost no hashing at all.
 
-    Each blob is one ``pwritev`` of its padding, metadata record and data, the data straight from
+    Each blob is written with ``pwritev`` (padding, metadata record and data in one call, one more
+    per 4 MiB of data), the data straight from
     the array's memory when it is contiguous in the stored dtype. An error while writing a blob
     removes that blob only.
 
@@ -565,7 +566,11 @@ class BlobWriter:
         if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
             data = a.reshape(-1).view(np.uint8)  # the array's own memory
             try:
-                _write_at(self._fd, [head, data], start)
+                # in writes of at most _CHUNK_BYTES: larger ones give the file larger page-cache
+                # folios, and a reader touching one byte of a mapped weight maps its whole folio
+                _write_at(self._fd, [head, data[:_CHUNK_BYTES]], start)
+                for i in range(_CHUNK_BYTES, data.size, _CHUNK_BYTES):
+                    _write_at(self._fd, [data[i : i + _CHUNK_BYTES]], data_offset + i)
             except BaseException:
                 self._rollback(start)
                 raise
