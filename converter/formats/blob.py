@@ -45,7 +45,7 @@ import weakref
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -84,6 +84,7 @@ assert _HEADER.size == HEADER_SIZE and _METADATA.size == METADATA_SIZE
 
 # Streaming granularity: bytes of byte-sized data, elements of sub-byte data, per chunk.
 _CHUNK_BYTES = 4 << 20
+_ZEROS = bytes(ALIGNMENT)  # alignment padding
 
 
 @dataclass(frozen=True)
@@ -146,9 +147,8 @@ def _dtype_name(d: Any) -> str:
     return d if isinstance(d, str) else str(getattr(d, "name", d))
 
 
-@dataclass(frozen=True)
-class BlobInfo:
-    """A validated metadata record."""
+class BlobInfo(NamedTuple):
+    """A validated metadata record (a NamedTuple: one is made per weight read)."""
 
     offset: int  # of the metadata record (what the model references)
     dtype: BlobDType
@@ -410,10 +410,46 @@ class _Written:
     digest: bytes | None  # computed lazily, only once a blob of the same dtype and size shows up
 
 
-def _discard(file: Any, tmp: Path) -> None:
+def _write_at(fd: int, buffers: list[Any], offset: int) -> None:
+    """Write ``buffers`` (bytes, contiguous uint8 arrays) one after the other at ``offset``: one
+    ``pwritev`` call for them all, more only after a short write."""
+    views = [memoryview(b).cast("B") for b in buffers if len(b)]
+    while views:
+        if _PWRITEV is not None:
+            n = _PWRITEV(fd, views, offset)
+        else:  # pragma: no cover - platforms without pwritev
+            n = os.pwrite(fd, views[0], offset)
+        if n <= 0:  # pragma: no cover - the kernel reports errors as OSError
+            raise OSError(f"short write at offset {offset}")
+        offset += n
+        while views and n >= len(views[0]):
+            n -= len(views[0])
+            views.pop(0)
+        if n:
+            views[0] = views[0][n:]
+
+
+_PWRITEV = getattr(os, "pwritev", None)
+
+
+@dataclass
+class _Open:
+    """What a writer's finalizer needs: the temporary file and its descriptor (-1 once closed)."""
+
+    tmp: Path
+    fd: int
+
+    def close_fd(self) -> None:
+        fd, self.fd = self.fd, -1
+        if fd >= 0:
+            os.close(fd)
+
+
+def _discard(state: _Open) -> None:
     """Finalizer of an unclosed or failed writer: drop the temporary file."""
+    tmp = state.tmp
     try:
-        file.close()
+        state.close_fd()
     except OSError:
         pass
     try:
@@ -434,6 +470,11 @@ class BlobWriter:
     agree, compared byte by byte. Same-shaped but different weights, common in real models, thus
     cost no hashing at all.
 
+    Each blob is written with ``pwritev`` (padding, metadata record and data in one call, one more
+    per 4 MiB of data), the data straight from
+    the array's memory when it is contiguous in the stored dtype. An error while writing a blob
+    removes that blob only.
+
     Used as a context manager, an exception discards the temporary file and leaves ``path``
     untouched; so does a writer that is garbage-collected without ``close()``. With ``durable``
     (the default) the file is fsynced before the rename, so a crash cannot leave an empty or
@@ -444,8 +485,9 @@ class BlobWriter:
         self.path = Path(path)
         self.durable = durable
         fd, self._tmp = create_temp_beside(self.path)
-        self._file = os.fdopen(fd, "r+b")
-        self._finalizer = weakref.finalize(self, _discard, self._file, self._tmp)
+        self._fd = fd
+        self._state = _Open(self._tmp, fd)
+        self._finalizer = weakref.finalize(self, _discard, self._state)
         self._closed = False
         self._aborted = False
         self._end = 0
@@ -453,7 +495,7 @@ class BlobWriter:
         self._dedup_hits = 0
         self._seen: dict[tuple[int, int, int, bytes], list[_Written]] = {}
         try:
-            self._file.write(_HEADER.pack(0, STORAGE_VERSION, *([0] * 7)))
+            _write_at(fd, [_HEADER.pack(0, STORAGE_VERSION, *([0] * 7))], 0)
         except BaseException:
             self.abort()
             raise
@@ -509,7 +551,6 @@ class BlobWriter:
         digest = None
         candidates = self._seen.get(key)
         if candidates:
-            self._file.flush()
             digest = _digest(_byte_chunks(a, dt))
             for prev in candidates:
                 if prev.digest is None:
@@ -521,20 +562,31 @@ class BlobWriter:
         start = self._end
         offset = _align(start)
         data_offset = offset + METADATA_SIZE
-        f = self._file
-        try:
-            f.write(bytes(offset - start))
-            f.write(_METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0))
-            written = 0
-            for chunk in _byte_chunks(a, dt):
-                f.write(chunk)
-                written += chunk.size
-                del chunk
-            if written != nbytes:  # pragma: no cover - internal invariant
-                raise AssertionError(f"wrote {written} bytes of a {nbytes}-byte blob")
-        except BaseException:
-            self._rollback(start)
-            raise
+        head = _ZEROS[: offset - start] + _METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0)
+        if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
+            data = a.reshape(-1).view(np.uint8)  # the array's own memory
+            try:
+                # in writes of at most _CHUNK_BYTES: larger ones give the file larger page-cache
+                # folios, and a reader touching one byte of a mapped weight maps its whole folio
+                _write_at(self._fd, [head, data[:_CHUNK_BYTES]], start)
+                for i in range(_CHUNK_BYTES, data.size, _CHUNK_BYTES):
+                    _write_at(self._fd, [data[i : i + _CHUNK_BYTES]], data_offset + i)
+            except BaseException:
+                self._rollback(start)
+                raise
+        else:
+            try:
+                _write_at(self._fd, [head], start)
+                pos = data_offset
+                for chunk in _byte_chunks(a, dt):
+                    _write_at(self._fd, [chunk], pos)
+                    pos += chunk.size
+                    del chunk
+                if pos - data_offset != nbytes:  # pragma: no cover - internal invariant
+                    raise AssertionError(f"wrote {pos - data_offset} bytes of a {nbytes}-byte blob")
+            except BaseException:
+                self._rollback(start)
+                raise
         self._end = data_offset + nbytes
         self._count += 1
         self._seen.setdefault(key, []).append(_Written(offset, data_offset, digest))
@@ -543,15 +595,13 @@ class BlobWriter:
     def _rollback(self, end: int) -> None:
         """Undo a partly written blob, or give up on the file if even that fails."""
         try:
-            self._file.flush()
-            self._file.seek(end)
-            self._file.truncate(end)
+            os.ftruncate(self._fd, end)
         except BaseException:
             self.abort()
             raise
 
     def _file_chunks(self, pos: int, nbytes: int) -> Iterator[bytes]:
-        fd = self._file.fileno()
+        fd = self._fd
         end = pos + nbytes
         while pos < end:
             data = os.pread(fd, min(_CHUNK_BYTES, end - pos), pos)
@@ -577,13 +627,10 @@ class BlobWriter:
         if self._closed:
             return self.path
         try:
-            f = self._file
-            f.seek(0)
-            f.write(struct.pack("<I", self._count))
-            f.flush()
+            _write_at(self._fd, [struct.pack("<I", self._count)], 0)
             if self.durable:
-                os.fsync(f.fileno())
-            f.close()
+                os.fsync(self._fd)
+            self._state.close_fd()
             replace_path(self._tmp, self.path)
         except BaseException:
             self.abort()

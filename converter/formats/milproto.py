@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -132,8 +133,62 @@ def type_from_proto(vt: MIL_pb2.ValueType, new_symbol: Callable[[], Symbol]) -> 
     raise CodecError("value type is empty")
 
 
+def _has_symbols(t: Type) -> bool:
+    if isinstance(t, TensorType):
+        return t.shape is not None and not all(type(d) is int for d in t.shape)
+    if isinstance(t, ListType):
+        return not isinstance(t.length, (int, type(None))) or _has_symbols(t.elem)
+    if isinstance(t, TupleType):
+        return any(_has_symbols(x) for x in t.types)
+    if isinstance(t, DictType):
+        return _has_symbols(t.key) or _has_symbols(t.value)
+    if isinstance(t, StateType):
+        return _has_symbols(t.wrapped)
+    return True
+
+
+class TypeDecoder:
+    """`type_from_proto` memoized by the ValueType's serialized bytes.
+
+    A program's thousands of values share a few dozen types, and serializing a small message is
+    far cheaper than decoding it field by field. Types are immutable, so values share them. A type
+    with unknown dims is decoded every time: each of its unknown dims is a fresh symbol.
+    """
+
+    __slots__ = ("new_symbol", "_memo")
+
+    def __init__(self, new_symbol: Callable[[], Symbol]) -> None:
+        self.new_symbol = new_symbol
+        self._memo: dict[bytes, Type] = {}
+
+    def __call__(self, vt: MIL_pb2.ValueType) -> Type:
+        key = vt.SerializeToString()
+        t = self._memo.get(key)
+        if t is None:
+            t = type_from_proto(vt, self.new_symbol)
+            if not _has_symbols(t):
+                self._memo[key] = t
+        return t
+
+
 def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.ValueType:
+    """The ValueType of ``t`` (written into ``out``, an empty message, when given). A program's
+    values share a few types: each is encoded once and then merged in from its bytes."""
     vt = out if out is not None else MIL_pb2.ValueType()
+    try:
+        data = _encoded_type(t)
+    except TypeError:  # pragma: no cover - an unhashable type: encoded field by field
+        return _build_type(t, vt)
+    vt.MergeFromString(data)
+    return vt
+
+
+@lru_cache(maxsize=4096)
+def _encoded_type(t: Type) -> bytes:
+    return _build_type(t, MIL_pb2.ValueType()).SerializeToString()
+
+
+def _build_type(t: Type, vt: MIL_pb2.ValueType) -> MIL_pb2.ValueType:
     if isinstance(t, TensorType):
         tt = vt.tensorType
         tt.dataType = dtype_to_proto(t.dtype)
@@ -150,7 +205,7 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
         if tt.rank == 0:
             tt.ClearField("rank")  # scalars: Core ML writes no rank field
     elif isinstance(t, ListType):
-        type_to_proto(t.elem, vt.listType.type)
+        _build_type(t.elem, vt.listType.type)
         if isinstance(t.length, int):
             vt.listType.length.constant.size = t.length
         else:
@@ -158,12 +213,12 @@ def type_to_proto(t: Type, out: MIL_pb2.ValueType | None = None) -> MIL_pb2.Valu
     elif isinstance(t, TupleType):
         vt.tupleType.SetInParent()
         for x in t.types:
-            type_to_proto(x, vt.tupleType.types.add())
+            _build_type(x, vt.tupleType.types.add())
     elif isinstance(t, DictType):
-        type_to_proto(t.key, vt.dictionaryType.keyType)
-        type_to_proto(t.value, vt.dictionaryType.valueType)
+        _build_type(t.key, vt.dictionaryType.keyType)
+        _build_type(t.value, vt.dictionaryType.valueType)
     elif isinstance(t, StateType):
-        type_to_proto(t.wrapped, vt.stateType.wrappedType)
+        _build_type(t.wrapped, vt.stateType.wrappedType)
     else:
         raise CodecError(f"cannot encode type {t}")
     return vt
@@ -190,16 +245,26 @@ def pack_bits(values: np.ndarray, dt: DType) -> bytes:
 # Values
 
 
+@lru_cache(maxsize=4096)
+def static_size(t: TensorType) -> tuple[tuple[int, ...], int] | str:
+    """(shape, element count) of a static tensor type whose size is within the limits, else why
+    not ("non-static", or the limit it breaks). Remembered per type: every weight asks."""
+    if t.shape is None or any(isinstance(d, DimExpr) for d in t.shape):
+        return "non-static"
+    shape = tuple(int(d) for d in t.shape)
+    why = shape_problem(shape)
+    return why if why else (shape, math.prod(shape))
+
+
 def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
     """Decode an immediate TensorValue of declared type ``t`` (shape must be static)."""
     dt = t.dtype
-    if t.shape is None or any(isinstance(d, DimExpr) for d in t.shape):
+    size = static_size(t)
+    if size == "non-static":
         raise CodecError(f"immediate value has a non-static type {t}")
-    shape = tuple(int(d) for d in t.shape)
-    why = shape_problem(shape)
-    if why:
-        raise CodecError(f"immediate value of type {t}: {why}")
-    count = math.prod(shape)
+    if isinstance(size, str):
+        raise CodecError(f"immediate value of type {t}: {size}")
+    shape, count = size
     which = tv.WhichOneof("value")
     if which is None:
         if count != 0:
@@ -227,7 +292,7 @@ def tensor_from_immediate(tv: MIL_pb2.TensorValue, t: TensorType) -> np.ndarray:
         if which == "bools" and dt.name != "bool":
             raise CodecError(f"bool data for a {dt.name} tensor")
         _check_representable(field, which, dt)
-        arr = np.array(field, dtype=dt.storage if dt.has_native_numpy else np.int64)
+        arr = np.array(list(field), dtype=dt.storage if dt.has_native_numpy else np.int64)
         if not dt.has_native_numpy:
             arr = arr.astype(dt.storage)
     if arr.size != count:
@@ -287,12 +352,25 @@ def tensor_to_immediate(arr: np.ndarray, t: TensorType, tv: MIL_pb2.TensorValue)
         raise CodecError(f"cannot encode {name} as an immediate value")
 
 
+def string_to_proto(s: str, out: MIL_pb2.Value) -> bool:
+    """Encode ``s`` as a string scalar into ``out`` (an empty Value), as `value_to_proto` encodes
+    ``np.array(s)``, without numpy (every op's name attribute); False, leaving ``out`` untouched,
+    for a string numpy would change (it drops trailing NULs)."""
+    if s.endswith("\x00"):
+        return False
+    out.type.tensorType.dataType = MIL_pb2.STRING
+    out.immediateValue.tensor.strings.values.append(s)
+    return True
+
+
 BlobLoader = Callable[[str, int, TensorType], np.ndarray]
 
 
-def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol: Callable[[], Symbol]) -> tuple[Any, Type]:
-    """Decode a Value -> (numpy array | ListValue | tuple | dict, its IR type)."""
-    t = type_from_proto(v.type, new_symbol)
+def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol: Callable[[], Symbol],
+                     decode_type: Callable[[MIL_pb2.ValueType], Type] | None = None) -> tuple[Any, Type]:
+    """Decode a Value -> (numpy array | ListValue | tuple | dict, its IR type). ``decode_type``
+    (e.g. a `TypeDecoder`) decodes the value types, else `type_from_proto` with ``new_symbol``."""
+    t = decode_type(v.type) if decode_type is not None else type_from_proto(v.type, new_symbol)
     which = v.WhichOneof("value")
     if which == "blobFileValue":
         if not isinstance(t, TensorType):
@@ -311,19 +389,19 @@ def value_from_proto(v: MIL_pb2.Value, load_blob: BlobLoader | None, new_symbol:
     if kind == "list":
         if not isinstance(t, ListType):
             raise CodecError(f"list data for a value of type {t}")
-        items = [value_from_proto(x, load_blob, new_symbol)[0] for x in iv.list.values]
+        items = [value_from_proto(x, load_blob, new_symbol, decode_type)[0] for x in iv.list.values]
         return ListValue(t.elem, items, dynamic_length=False), ListType(t.elem, len(items), False)
     if kind == "tuple":
-        items = [value_from_proto(x, load_blob, new_symbol) for x in iv.tuple.values]
+        items = [value_from_proto(x, load_blob, new_symbol, decode_type) for x in iv.tuple.values]
         return tuple(x for x, _ in items), TupleType(tuple(tt for _, tt in items))
     if kind == "dictionary":
         d = {}
         for kv in iv.dictionary.values:
-            k, _ = value_from_proto(kv.key, load_blob, new_symbol)
+            k, _ = value_from_proto(kv.key, load_blob, new_symbol, decode_type)
             if not (isinstance(k, np.ndarray) and k.size == 1):
                 shown = f"a tensor of shape {list(k.shape)}" if isinstance(k, np.ndarray) else type(k).__name__
                 raise CodecError(f"a dictionary key must be a single value, got {shown}")
-            val, _ = value_from_proto(kv.value, load_blob, new_symbol)
+            val, _ = value_from_proto(kv.value, load_blob, new_symbol, decode_type)
             d[k.item()] = val
         return d, t
     raise CodecError("immediate value is empty")

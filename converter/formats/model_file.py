@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import mmap
 import os
 from collections.abc import Sequence
@@ -14,11 +13,12 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from ..errors import FormatError, UnsupportedError
-from ..ir.types import TensorType, is_static_shape
-from ..limits import MAX_MODEL_FILE_BYTES, shape_problem
+from ..ir.types import TensorType
+from ..limits import MAX_MODEL_FILE_BYTES
 from .atomic import atomic_write_bytes, atomic_write_segments
 from .blob import BlobReader
 from .files import open_regular
+from .milproto import static_size
 from .package import MODEL_PATH_PREFIX, WEIGHTS_ITEM_NAME, MLPackage, is_mlpackage, read_package
 from .package import _resolve_inside as resolve_inside
 from .proto import Model_pb2, NeuralNetwork_pb2
@@ -58,7 +58,8 @@ class ModelFile:
                 file=str(self.path),
                 field="blobFileValue",
             )
-        if not is_static_shape(t.shape):
+        size = static_size(t)
+        if size == "non-static":
             raise FormatError(f"weight of non-static type {t}", file=str(self.model_path), field="blobFileValue")
         blob_path = self._resolved.get(file_name)
         if blob_path is None:
@@ -75,11 +76,9 @@ class ModelFile:
                 raise FormatError(f"weight file {file_name!r} is missing ({blob_path})", file=str(self.model_path),
                                   field="blobFileValue.fileName")
             reader = self._readers[blob_path] = BlobReader(blob_path)
-        shape = tuple(int(d) for d in t.shape)
-        why = shape_problem(shape)
-        if why:
-            raise FormatError(f"weight of type {t}: {why}", file=str(self.model_path), field="blobFileValue")
-        count = math.prod(shape)
+        if isinstance(size, str):
+            raise FormatError(f"weight of type {t}: {size}", file=str(self.model_path), field="blobFileValue")
+        shape, count = size
         return reader.read(offset, expected_dtype=t.dtype.name, expected_count=count).reshape(shape)
 
 
@@ -138,7 +137,8 @@ def _read_bare(f: BinaryIO, path: Path) -> tuple[Model_pb2.Model, list[tuple[int
     ``f`` is a regular file (`open_regular`)."""
     size = os.fstat(f.fileno()).st_size
     try:
-        skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload)
+        skeleton, found = split_payloads(f.fileno(), size, Model_pb2.Model.DESCRIPTOR, _is_weight_payload,
+                                       within=(_WEIGHT_PARAMS,))
     except WireError as e:  # not well-formed: let protobuf's parser say what is wrong, when that is cheap
         if size > _PARSE_WHOLE_MAX_BYTES:
             raise FormatError(f"not a Core ML model (protobuf decoding failed: {e})", file=str(path)) from None

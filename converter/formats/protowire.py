@@ -8,6 +8,8 @@ fields the caller picks (walking the wire format with the message's descriptors:
 are re-encoded, everything else is copied as is) and leaves in the place of each one a marker, an
 unknown field whose value is the payload's index; it returns where each payload is in the file,
 so that the caller can map it. ``payload_indices`` reads the markers back from the parsed message.
+Given the message types payloads can belong to (``within``), the walk enters only messages that
+can hold one: the rest (a whole MIL program, for instance) is copied in one read.
 
 The walk reads the file through ``os.pread`` in small windows, never touching the payloads' pages
 (touching one byte of a mapped file maps its whole page-cache folio, up to megabytes). It is bounded
@@ -19,7 +21,7 @@ times) stops the walk after ``MAX_FIELDS`` fields with a `WireError`, instead of
 from __future__ import annotations
 
 import os
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 from google.protobuf.message import Message
@@ -83,15 +85,50 @@ def _encode_varint(value: int) -> bytes:
     return bytes(out)
 
 
-def split_payloads(fd: int, size: int, descriptor: Descriptor, take: Take) -> tuple[bytes, list[tuple[int, int, int]]]:
+def split_payloads(fd: int, size: int, descriptor: Descriptor, take: Take,
+                   within: Iterable[Descriptor] | None = None) -> tuple[bytes, list[tuple[int, int, int]]]:
     """(the message in the file without the payloads ``take`` picks, [(field number, offset, length)]
-    of those payloads, in marker index order)."""
+    of those payloads, in marker index order).
+
+    ``within``: the message types payloads can be fields of (None: any). Nested messages that can
+    hold none of them (at any depth) are copied as they are instead of walked: a MIL program, whose
+    weights are in blob files, then costs one read instead of a walk of its ~10 fields per op."""
     payloads: list[tuple[int, int, int]] = []
-    return bytes(_split(_File(fd, size), 0, size, descriptor, take, payloads, 0)), payloads
+    descend = None if within is None else _containers(descriptor, frozenset(within))
+    return bytes(_split(_File(fd, size), 0, size, descriptor, take, payloads, 0, descend)), payloads
+
+
+_CONTAINERS: dict[tuple[Descriptor, frozenset[Descriptor]], frozenset[Descriptor]] = {}
+
+
+def _containers(root: Descriptor, targets: frozenset[Descriptor]) -> frozenset[Descriptor]:
+    """The message types reachable from ``root`` that are, or can (at any depth) hold, a ``targets`` message."""
+    key = (root, targets)
+    got = _CONTAINERS.get(key)
+    if got is not None:
+        return got
+    children: dict[Descriptor, list[Descriptor]] = {}
+    todo = [root]
+    while todo:
+        d = todo.pop()
+        if d in children:
+            continue
+        children[d] = [fd.message_type for fd in d.fields if fd.type == FieldDescriptor.TYPE_MESSAGE]
+        todo.extend(children[d])
+    found = set(targets) & set(children)
+    changed = True
+    while changed:  # fixed point over the (possibly cyclic) graph of message types
+        changed = False
+        for d, kids in children.items():
+            if d not in found and any(k in found for k in kids):
+                found.add(d)
+                changed = True
+    got = _CONTAINERS[key] = frozenset(found)
+    return got
 
 
 def _split(f: _File, pos: int, end: int, descriptor: Descriptor, take: Take,
-           payloads: list[tuple[int, int, int]], depth: int) -> bytearray:
+           payloads: list[tuple[int, int, int]], depth: int, descend: frozenset[Descriptor] | None) -> bytearray:
     if depth > MAX_NESTING:
         raise WireError(f"messages nested more than {MAX_NESTING} deep")
     # first the fields' extents: (number, start, end of key, start of body or None, end)
@@ -130,8 +167,9 @@ def _split(f: _File, pos: int, end: int, descriptor: Descriptor, take: Take,
     fields = descriptor.fields_by_number
     for number, start, key_end, body, stop in entries:
         fd = fields.get(number) if body is not None else None
-        if fd is not None and fd.type == FieldDescriptor.TYPE_MESSAGE:
-            inner = _split(f, body, stop, fd.message_type, take, payloads, depth + 1)
+        if fd is not None and fd.type == FieldDescriptor.TYPE_MESSAGE and (
+                descend is None or fd.message_type in descend):
+            inner = _split(f, body, stop, fd.message_type, take, payloads, depth + 1, descend)
             out += f.read(start, key_end - start)
             out += _encode_varint(len(inner))
             out += inner

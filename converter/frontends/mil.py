@@ -13,21 +13,26 @@ one follows, as coremltools reads it).
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConverterError, FormatError, TypeInferenceError, UnsupportedError
 from ..formats import description as desc
-from ..formats.milproto import CodecError, type_from_proto, value_from_proto
+from ..formats.milproto import CodecError, TypeDecoder, value_from_proto
 from ..formats.model_file import ModelFile
 from ..formats.proto import MIL_pb2, Model_pb2
+from ..gcpause import paused_gc
 from ..ir.core import Block, FeatureInfo, Function, Op, Program, Value
 from ..ir.opdef import MIL_TO_OPSET, OpDef, get_opdef, opset_index
 from ..ir.rng import assign_rng_keys
 from ..ir.symbols import canonicalize_symbols
 from ..ir.types import ListType, Symbol, TensorType, Type, fresh_symbol, is_static_dim, types_compatible
 from ..ir.verify import is_compile_time_const
+
+# The encoding of a Value's type field for a string scalar, and the immediateValue field's key.
+_STRING_SCALAR_HEAD = b"\x12\x04\x0a\x02\x08" + bytes([MIL_pb2.STRING]) + b"\x1a"
 
 # Ops whose blocks see loop-carried values as block inputs, and how many blocks they own.
 _BLOCK_COUNTS = {"cond": 2, "while_loop": 2}
@@ -58,6 +63,8 @@ def _is_fresh(d: Any) -> bool:
 def _refine(declared: Type, inferred: Type) -> Type:
     """The declared type, with unknown dims filled in from inference where it knows more."""
     if isinstance(declared, TensorType) and isinstance(inferred, TensorType):
+        if declared.shape is not None and all(type(d) is int for d in declared.shape):
+            return declared  # nothing unknown (the common case)
         if declared.shape is None:
             return TensorType(declared.dtype, inferred.shape)
         if inferred.shape is None or len(inferred.shape) != len(declared.shape):
@@ -101,6 +108,8 @@ class _Loader:
         self.mf = mf
         self.file = str(mf.model_path)
         self.const_memo: dict[Value, bool] = {}
+        self.types = TypeDecoder(self.new_symbol)
+        self.is_const = partial(is_compile_time_const, _memo=self.const_memo)  # not a lambda: no cycle via self
 
     # -- helpers ---------------------------------------------------------------------------------
 
@@ -109,13 +118,13 @@ class _Loader:
 
     def decode_type(self, vt: MIL_pb2.ValueType, **where: Any) -> Type:
         try:
-            return type_from_proto(vt, self.new_symbol)
+            return self.types(vt)
         except CodecError as e:
             raise FormatError(str(e), file=self.file, **where) from None
 
     def decode_value(self, v: MIL_pb2.Value, **where: Any) -> tuple[Any, Type]:
         try:
-            return value_from_proto(v, self.mf.load_blob, self.new_symbol)
+            return value_from_proto(v, self.mf.load_blob, self.new_symbol, self.types)
         except CodecError as e:
             raise FormatError(str(e), file=self.file, **where) from None
         except ConverterError as e:
@@ -228,14 +237,33 @@ class _Loader:
         """The op's name attribute (popped from ``attrs``), else its first output's name."""
         op_name = ospec.outputs[0].name if ospec.outputs else ospec.type
         if "name" in attrs:
-            name_val, _ = self.decode_value(attrs.pop("name"), function=fname, op_type=ospec.type,
-                                            field="attributes.name")
+            name_attr = attrs.pop("name")
+            plain = self.plain_string(name_attr)
+            if plain is not None:
+                return plain
+            name_val, _ = self.decode_value(name_attr, function=fname, op_type=ospec.type, field="attributes.name")
             if not (isinstance(name_val, np.ndarray) and name_val.dtype.kind in "USO" and name_val.size == 1):
                 raise FormatError(f"attribute 'name' must be one string, got {_describe_value(name_val)}",
                                   file=self.file, function=fname, op=op_name, op_type=ospec.type,
                                   field="attributes.name")
             op_name = str(name_val.reshape(-1)[0])
         return op_name
+
+    @staticmethod
+    def plain_string(v: MIL_pb2.Value) -> str | None:
+        """The string of a Value that is exactly an immediate string scalar holding one string of
+        fewer than ~110 bytes (what nearly every name attribute is), read from the Value's encoding
+        (one C call) rather than field by field; None for anything else, decoded the general way."""
+        data = v.SerializeToString()
+        n = len(data)
+        # type {tensorType {dataType: STRING}}, immediateValue {tensor {strings {values: <n - 14 bytes>}}},
+        # every length one byte and each message ending where its enclosing one ends
+        if not (14 <= n < 128 and data.startswith(_STRING_SCALAR_HEAD) and data[7] == n - 8 and data[8] == 0x0A
+                and data[9] == n - 10 and data[10] == 0x22 and data[11] == n - 12 and data[12] == 0x0A
+                and data[13] == n - 14):
+            return None
+        s = data[14:].decode("utf-8", "surrogatepass")  # protobuf's parser has checked it is UTF-8
+        return None if s.endswith("\x00") else s  # numpy drops trailing NULs: leave those to it
 
     def write_state(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, read: MIL_pb2.Operation | None,
                     scope: _Scope, fname: str) -> None:
@@ -287,17 +315,18 @@ class _Loader:
             n += 1
             out_name = f"{op_name}_{n}"
         try:
-            types = opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+            types = opdef.infer_op(op, self.is_const)
         except ConverterError as e:
             raise e.with_location(file=self.file, **where) from None
         op.create_outputs(types, [out_name])
 
     def operation(self, fn: Function, block: Block, ospec: MIL_pb2.Operation, scope: _Scope, fname: str) -> None:
+        op_type = ospec.type
         attrs = dict(ospec.attributes)
         op_name = self.op_name(ospec, attrs, fname)
-        where = {"function": fname, "op": op_name, "op_type": ospec.type}
+        where = {"function": fname, "op": op_name, "op_type": op_type}
         try:
-            opdef = get_opdef(ospec.type, fn.opset)
+            opdef = get_opdef(op_type, fn.opset)
         except UnsupportedError as e:
             raise e.with_location(file=self.file, field="type", **where) from None
         decoded_attrs: dict[str, Any] = {}
@@ -305,20 +334,23 @@ class _Loader:
         params = self.attribute_params(block, ospec, opdef, attrs, op_name, where)
         for key, val in attrs.items():
             decoded_attrs[key], attr_types[key] = self.decode_value(val, field=f"attributes.{key}", **where)
-        if ospec.type in ("const", "_const_symbolic"):
+        if op_type in ("const", "_const_symbolic"):
             self.const_op(block, ospec, opdef, op_name, decoded_attrs, attr_types.get("val"), scope, where)
             return
-        op = Op(ospec.type, opdef, name=op_name, attributes=decoded_attrs)
-        inputs = {**self.bind_inputs(block, ospec, opdef, scope, where), **params}
-        for spec in opdef.signature.value_inputs():  # in signature order
-            if spec.name in inputs:
-                op.set_input(spec.name, inputs[spec.name])
+        op = Op(op_type, opdef, name=op_name, attributes=decoded_attrs)
+        inputs = self.bind_inputs(block, ospec, opdef, scope, where)  # in signature order
+        if params:  # constexpr parameters given as attributes take their places in that order
+            inputs.update(params)
+            inputs = {spec.name: inputs[spec.name] for spec in opdef.signature.value_inputs() if spec.name in inputs}
+        for key, arg in inputs.items():
+            op.set_input(key, arg)
         block.append(op)
-        expected_blocks = _BLOCK_COUNTS.get(ospec.type, 0)
-        if len(ospec.blocks) != expected_blocks:
-            raise FormatError(f"{ospec.type} needs {expected_blocks} nested blocks, has {len(ospec.blocks)}",
+        blocks = ospec.blocks
+        expected_blocks = _BLOCK_COUNTS.get(op_type, 0)
+        if len(blocks) != expected_blocks:
+            raise FormatError(f"{op_type} needs {expected_blocks} nested blocks, has {len(blocks)}",
                               file=self.file, field="blocks", **where)
-        for bspec in ospec.blocks:
+        for bspec in blocks:
             nested = Block()
             op.add_block(nested)
             inner = _Scope(scope)
@@ -354,24 +386,28 @@ class _Loader:
                  attrs: dict[str, Any], val_type: Type | None, scope: _Scope, where: dict[str, Any]) -> None:
         if "val" not in attrs or val_type is None:
             raise FormatError("const op has no 'val' attribute", file=self.file, field="attributes.val", **where)
-        if len(ospec.outputs) != 1:
-            raise FormatError(f"const op has {len(ospec.outputs)} outputs", file=self.file, field="outputs", **where)
+        outputs = ospec.outputs
+        if len(outputs) != 1:
+            raise FormatError(f"const op has {len(outputs)} outputs", file=self.file, field="outputs", **where)
         if ospec.inputs or ospec.blocks:
             what = "inputs" if ospec.inputs else "blocks"
             raise FormatError(f"const op has {what}", file=self.file, field=what, **where)
-        out_type = self.decode_type(ospec.outputs[0].type, field="outputs", **where)
+        out = outputs[0]
+        out_type = self.decode_type(out.type, field="outputs", **where)
         if not types_compatible(out_type, val_type):
             raise FormatError(f"const value of type {val_type} declared as {out_type}", file=self.file,
                               field="outputs", **where)
-        op = Op(ospec.type, opdef, name=op_name, attributes=attrs)
-        op.create_outputs([val_type], [ospec.outputs[0].name])
+        op = Op(where["op_type"], opdef, name=op_name, attributes=attrs)
+        out_name = out.name
+        op.create_outputs([val_type], [out_name])
         block.append(op)
-        scope.names[ospec.outputs[0].name] = op.outputs[0]
+        scope.names[out_name] = op.outputs[0]
 
     def bind_inputs(self, block: Block, ospec: MIL_pb2.Operation, opdef: OpDef, scope: _Scope,
                     where: dict[str, Any]) -> dict[str, Any]:
         sig = opdef.signature
-        for key in ospec.inputs:
+        bindings = dict(ospec.inputs)
+        for key in bindings:
             spec = sig.inputs.get(key)
             if spec is None or not spec.is_value:
                 raise TypeInferenceError(
@@ -381,9 +417,10 @@ class _Loader:
         # bind in signature order: protobuf maps have no order, the IR text form does
         for spec in sig.value_inputs():
             key = spec.name
-            if key not in ospec.inputs:
+            arg = bindings.get(key)
+            if arg is None:
                 continue
-            values = self.bind_argument(block, ospec.inputs[key], key, opdef.opset, where, scope)
+            values = self.bind_argument(block, arg, key, opdef.opset, where, scope)
             if spec.kind == "tuple":
                 out[key] = tuple(values)
             elif len(values) != 1:
@@ -396,17 +433,25 @@ class _Loader:
     def bind_argument(self, block: Block, arg: MIL_pb2.Argument, key: str, opset: str, where: dict[str, Any],
                       scope: _Scope) -> list[Value]:
         """The values one parameter binds: named values in scope, or immediate values (as const ops)."""
+        arguments = arg.arguments
+        if len(arguments) == 1:  # the common case: one value, by name
+            binding = arguments[0]
+            if binding.WhichOneof("binding") == "name":
+                v = scope.lookup(binding.name)
+                if v is not None:
+                    return [v]
         values = []
-        for i, binding in enumerate(arg.arguments):
+        for i, binding in enumerate(arguments):
             kind = binding.WhichOneof("binding")
             if kind == "name":
-                v = scope.lookup(binding.name)
+                name = binding.name
+                v = scope.lookup(name)
                 if v is None:
-                    raise FormatError(f"parameter '{key}' refers to '{binding.name}', {scope.why_missing(binding.name)}",
+                    raise FormatError(f"parameter '{key}' refers to '{name}', {scope.why_missing(name)}",
                                       file=self.file, field=key, **where)
             elif kind == "value":
                 v = self.immediate_const(block, binding.value, f"{where['op']}_{key}" + (f"_{i}" if len(
-                    arg.arguments) > 1 else ""), opset, where, key)
+                    arguments) > 1 else ""), opset, where, key)
             else:
                 raise FormatError(f"parameter '{key}' has an empty binding", file=self.file, field=key, **where)
             values.append(v)
@@ -421,21 +466,28 @@ class _Loader:
         return op.outputs[0]
 
     def type_outputs(self, op: Op, ospec: MIL_pb2.Operation, where: dict[str, Any]) -> None:
-        declared = [self.decode_type(o.type, field=f"outputs.{o.name}", **where) for o in ospec.outputs]
+        outputs = list(ospec.outputs)
+        names = [o.name for o in outputs]
+        declared = []
+        for o, name in zip(outputs, names):
+            try:
+                declared.append(self.types(o.type))
+            except CodecError as e:
+                raise FormatError(str(e), file=self.file, field=f"outputs.{name}", **where) from None
         try:
-            inferred = op.opdef.infer_op(op, lambda v: is_compile_time_const(v, self.const_memo))
+            inferred = op.opdef.infer_op(op, self.is_const)
         except ConverterError as e:
             raise e.with_location(file=self.file, **where) from None
         if len(inferred) != len(declared):
             raise FormatError(f"op declares {len(declared)} outputs, {op.type} produces {len(inferred)}",
                               file=self.file, field="outputs", **where)
         types = []
-        for o, d, i in zip(ospec.outputs, declared, inferred):
+        for name, d, i in zip(names, declared, inferred):
             if not types_compatible(d, i):
-                raise TypeInferenceError(f"output '{o.name}' is declared {d}, but {op.type} produces {i}",
+                raise TypeInferenceError(f"output '{name}' is declared {d}, but {op.type} produces {i}",
                                          file=self.file, field="outputs", **where)
             types.append(_refine(d, i))
-        op.create_outputs(types, [o.name for o in ospec.outputs])
+        op.create_outputs(types, names)
 
 
 def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -> bool:
@@ -449,4 +501,5 @@ def _reads_state_written_by(read: MIL_pb2.Operation, write: MIL_pb2.Operation) -
 
 def load_mil_program(mf: ModelFile) -> Program:
     """The IR of an ``mlProgram`` model (see module docstring)."""
-    return _Loader(mf).program()
+    with paused_gc(collect_first=True):
+        return _Loader(mf).program()

@@ -206,23 +206,24 @@ class Op:
         for b in blocks:
             self.add_block(b)
         self.outputs: list[Value] = []
-        self.create_outputs(output_types, output_names)
+        if output_types or output_names:
+            self.create_outputs(output_types, output_names)
         for key, arg in (inputs or {}).items():
             self.set_input(key, arg)
 
     def create_outputs(self, types: Sequence[Type], names: Sequence[str] | None = None) -> list[Value]:
         """Create the output values (an op whose outputs are already used cannot be re-typed here)."""
-        if any(v.uses for v in self.outputs):
+        if self.outputs and any(v.uses for v in self.outputs):
             raise ValueError(f"op '{self.name}': outputs are in use")
         if names is None:
             names = [self.name if len(types) == 1 else f"{self.name}_{i}" for i in range(len(types))]
         if len(names) != len(types):
             raise ValueError("output names and output types differ in length")
-        scope = _scope_of_block(self.block)
+        scope = _scope_of_block(self.block) if self.block is not None else None
         if scope is not None:
             for v in self.outputs:
                 scope.release(v.name)
-        self.outputs = [Value(n, t, producer=self, index=i) for i, (n, t) in enumerate(zip(names, types))]
+        self.outputs = [Value(n, t, self, i) for i, (n, t) in enumerate(zip(names, types))]
         if scope is not None:
             for v in self.outputs:
                 scope.claim(v.name)
@@ -596,7 +597,10 @@ class Block:
 
     def walk(self) -> Iterator[Op]:
         for op in OpList(self):
-            yield from op.walk()
+            if op.blocks:
+                yield from op.walk()
+            else:
+                yield op  # no nested generator for an op without blocks (nearly every op)
 
     @property
     def parent_block(self) -> Block | None:

@@ -13,6 +13,7 @@ import json
 import math
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property, lru_cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -91,8 +92,14 @@ class Signature:
     inputs: dict[str, InputSpec]
     type_domains: dict[str, tuple[str, ...]]
 
-    def value_inputs(self) -> list[InputSpec]:
-        return [s for s in self.inputs.values() if s.is_value]
+    def value_inputs(self) -> tuple[InputSpec, ...]:
+        """The parameters bound to values, in signature order (computed once: loaders and checks ask
+        for them for every op)."""
+        return self._value_inputs
+
+    @cached_property
+    def _value_inputs(self) -> tuple[InputSpec, ...]:
+        return tuple(s for s in self.inputs.values() if s.is_value)
 
 
 def _spec_from_json(rec: dict) -> InputSpec:
@@ -272,18 +279,20 @@ class OpDef:
     def check_inputs(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> None:
         """Check names, kinds, dtypes, type domains and constness of an op's inputs."""
         sig = self.signature
+        inputs = op.inputs
 
         def fail(message: str, key: str) -> TypeInferenceError:
             return TypeInferenceError(message, field=key, **op.location())  # located only when raised
 
-        for key in op.inputs:
-            spec = sig.inputs.get(key)
+        specs = sig.inputs
+        for key in inputs:
+            spec = specs.get(key)
             if spec is None or not spec.is_value:
                 raise fail(f"unknown parameter '{key}' for {op.type} in opset {self.opset} "
                            f"(expected one of: {', '.join(s.name for s in sig.value_inputs())})", key)
         domains: dict[str, tuple[DType, str]] = {}
         for spec in sig.value_inputs():
-            arg = op.inputs.get(spec.name)
+            arg = inputs.get(spec.name)
             if arg is None:
                 if not spec.optional:
                     raise fail(f"missing required parameter '{spec.name}'", spec.name)
@@ -333,7 +342,7 @@ class OpDef:
             # sizes computed from parameters (a range of 1e30 elements, tiles of tiles) stay within
             # what a tensor can be: this is where every frontend's ops get their output types
             if isinstance(t, TensorType) and t.shape is not None:
-                why = shape_problem([d for d in t.shape if is_static_dim(d)]) if len(t.shape) <= MAX_RANK else \
+                why = _static_dims_problem(t.shape) if len(t.shape) <= MAX_RANK else \
                     f"rank {len(t.shape)} is more than the {MAX_RANK} supported"
                 if why:
                     raise TypeInferenceError(f"output {i} would have shape {[str(d) for d in t.shape]}: {why}",
@@ -341,8 +350,15 @@ class OpDef:
         return types
 
 
+@lru_cache(maxsize=4096)
+def _static_dims_problem(shape: tuple) -> str | None:
+    """What is wrong with the static dims of an output shape (remembered: ops share a few shapes)."""
+    return shape_problem([d for d in shape if is_static_dim(d)])
+
+
 _OPDEF_CLASSES: dict[str, type[OpDef]] = {}
 _INSTANCES: dict[tuple[str, str], OpDef] = {}
+_FIRST_OPSET: dict[str, str | None] = {}
 
 
 def register(cls: type[OpDef]) -> type[OpDef]:
@@ -355,6 +371,7 @@ def register(cls: type[OpDef]) -> type[OpDef]:
     if not cls.ir_only and name not in _RAW_SIGNATURES:
         raise ValueError(f"op '{name}' is not a MIL op; mark it ir_only and give ir_inputs")
     _OPDEF_CLASSES[name] = cls
+    _FIRST_OPSET.clear()
     return cls
 
 
@@ -410,11 +427,14 @@ def get_opdef(op_type: str, opset: str) -> OpDef:
 
 
 def first_opset(op_type: str) -> str | None:
+    """The first opset that has ``op_type`` (None: none has). Asked for every op when a program is
+    written (its target), so remembered per op type; registering an op forgets the answers."""
+    if op_type in _FIRST_OPSET:
+        return _FIRST_OPSET[op_type]
     _ensure_loaded()
-    for opset in OPSETS:
-        if _signature(op_type, opset) is not None:
-            return opset
-    return None
+    found = next((opset for opset in OPSETS if _signature(op_type, opset) is not None), None)
+    _FIRST_OPSET[op_type] = found
+    return found
 
 
 def registered_op_types() -> list[str]:

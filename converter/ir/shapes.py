@@ -20,6 +20,8 @@ def broadcast_shapes(*shapes: Sequence[Dim]) -> tuple:
     lower bound is at least 2) wins over the others (they must equal it or be 1); otherwise two
     different symbolic dims give a fresh symbol.
     """
+    if shapes and all(s == shapes[0] for s in shapes) and all(type(d) is int for d in shapes[0]):
+        return tuple(shapes[0])  # equal static shapes (the common case)
     rank = max((len(s) for s in shapes), default=0)
     out: list[Dim] = []
     for i in range(rank):

@@ -28,8 +28,8 @@ def map_dim(d: Any, fn: Callable[[Symbol], Any]) -> Any:
 def map_type(t: Type, fn: Callable[[Symbol], Any]) -> Type:
     """``t`` with every symbol replaced by ``fn(symbol)`` (see `map_dim`)."""
     if isinstance(t, TensorType):
-        if t.shape is None:
-            return t
+        if t.shape is None or all(type(d) is int for d in t.shape):
+            return t  # no symbols: the type itself (types are immutable; most values share a few)
         return TensorType(t.dtype, tuple(map_dim(d, fn) for d in t.shape))
     if isinstance(t, ListType):
         return ListType(map_type(t.elem, fn), map_dim(t.length, fn), t.dynamic_length)

@@ -294,6 +294,8 @@ def dims_compatible(a: Dim, b: Dim) -> bool:
 
 def types_compatible(declared: Type, inferred: Type) -> bool:
     """Whether a declared type is consistent with an inferred one (symbols match anything)."""
+    if declared == inferred:  # equal types are consistent (the common case, and the cheapest test)
+        return True
     if isinstance(declared, TensorType) and isinstance(inferred, TensorType):
         if declared.dtype != inferred.dtype:
             return False

@@ -11,13 +11,13 @@ full verifier never runs otherwise: passes keep the IR valid by construction.
 
 from __future__ import annotations
 
-import gc
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConverterError, PassError, VerifyError
+from ..gcpause import paused_gc
 from ..ir.core import Program
 from ..ir.verify import verify
 
@@ -166,13 +166,8 @@ class PassManager:
         meanwhile: its full collections walk every live object, so on a program of 100k ops they
         made the passes' time per op grow with the program; the garbage the passes make (removed ops)
         is collected when it resumes."""
-        collecting = gc.isenabled()
-        gc.disable()
-        try:
+        with paused_gc():
             return self._run(program)
-        finally:
-            if collecting:
-                gc.enable()
 
     def _run(self, program: Program) -> PipelineStats:
         out = PipelineStats()

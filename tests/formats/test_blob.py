@@ -513,3 +513,26 @@ def test_shared_file_copy_detects_corruption(tmp_path):
     with BlobReader(path) as r, pytest.raises(FormatError, match="bad sentinel") as e:
         next(r.records())
     assert e.value.offset == 64
+
+
+
+def test_a_failed_write_of_a_contiguous_blob_rolls_back(tmp_path, monkeypatch):
+    """A contiguous blob is one pwritev from the array's memory; if it fails (a full disk), the
+    partial blob is removed and the writer goes on."""
+    path = tmp_path / "weight.bin"
+    real = blob._write_at
+
+    def partial_then_fail(fd, buffers, offset):
+        real(fd, [buffers[0]], offset)  # the metadata got out, the data did not
+        raise OSError(28, "No space left on device")
+
+    with BlobWriter(path) as w:
+        first = w.write(np.arange(100, dtype=np.float32), "fp32")
+        monkeypatch.setattr(blob, "_write_at", partial_then_fail)
+        with pytest.raises(OSError, match="No space left"):
+            w.write(np.ones(50, np.float32), "fp32")
+        monkeypatch.setattr(blob, "_write_at", real)
+        second = w.write(np.full(30, 2, np.float32), "fp32")
+    with BlobReader(path) as r:
+        assert [i.offset for i in r.records()] == [first, second]
+        np.testing.assert_array_equal(r.read(second), np.full(30, 2, np.float32))

@@ -334,3 +334,38 @@ def test_payloads_of_any_shape_are_their_bytes() -> None:
     first, second = (layer.innerProduct.weights for layer in parsed.neuralNetwork.layers)
     assert first.float16Value == square.tobytes()
     assert len(second.floatValue) == 0 and not payload_indices(second)
+
+
+# -- walking only the messages that can hold a payload ------------------------------------------------
+
+def _is_weight(d: Any, n: int, length: int) -> bool:
+    return d is WP.DESCRIPTOR and n in (1, 2)
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_walking_only_weight_containers_splits_the_same(path: Path) -> None:
+    """``within=(WeightParams,)`` skips the messages that cannot hold one: same skeleton, same payloads."""
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        size = os.fstat(fd).st_size
+        assert split_payloads(fd, size, MODEL, _is_weight, within=(WP.DESCRIPTOR,)) == split_payloads(
+            fd, size, MODEL, _is_weight)
+    finally:
+        os.close(fd)
+
+
+def test_a_mil_program_of_many_fields_is_read(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A MIL program holds no WeightParams, so the reader's walk does not enter it: one with more than
+    MAX_FIELDS fields (a program of ~100k ops) is split, not refused when too large to parse whole
+    (before, a file above 64 MB of that many fields was "not a Core ML model")."""
+    from converter.formats import model_file
+    from converter.formats.protowire import MAX_FIELDS
+
+    model = Model_pb2.Model(specificationVersion=6)
+    fn = model.mlProgram.functions["main"]
+    fn.opset = "CoreML5"
+    fn.block_specializations["CoreML5"].outputs.extend(f"v{i}" for i in range(MAX_FIELDS + 1))
+    path = tmp_path / "big.mlmodel"
+    path.write_bytes(model.SerializeToString())
+    monkeypatch.setattr(model_file, "_PARSE_WHOLE_MAX_BYTES", 0)  # stands for a file too large to parse whole
+    assert read_model_file(path).model == model

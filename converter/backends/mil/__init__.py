@@ -33,7 +33,7 @@ from google.protobuf.message import Message
 
 from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from ...formats.blob import BlobWriter
-from ...formats.milproto import CodecError, type_to_proto, value_to_proto, value_type
+from ...formats.milproto import CodecError, string_to_proto, type_to_proto, value_to_proto, value_type
 from ...formats.model_file import write_mlmodel
 from ...formats.package import WEIGHT_FILE_REF, write_package
 from ...formats.proto import MIL_pb2, Model_pb2
@@ -214,6 +214,11 @@ def _evaluated_with(decompressed: set[Op]) -> set[Op]:
 # Naming
 
 
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_@]*")
+_IDENTIFIER_START = re.compile(r"[A-Za-z_]")
+_NOT_IDENTIFIER_CHAR = re.compile(r"[^A-Za-z0-9_@]")
+
+
 class _Names:
     """Valid MIL identifiers, unique within their scope; the IR is left untouched.
 
@@ -245,8 +250,10 @@ class _Names:
 
     @staticmethod
     def sanitize(name: str) -> str:
-        s = re.sub(r"[^A-Za-z0-9_@]", "_", name or "v")
-        if not re.match(r"[A-Za-z_]", s):
+        if name and _IDENTIFIER.fullmatch(name):
+            return name  # already one (nearly every name)
+        s = _NOT_IDENTIFIER_CHAR.sub("_", name or "v")
+        if not _IDENTIFIER_START.match(s):
             s = "_" + s
         return s
 
@@ -301,6 +308,8 @@ class _Emitter:
 
     def attribute(self, out: MIL_pb2.Value, val: Any, what: str) -> None:
         if isinstance(val, str):
+            if string_to_proto(val, out):
+                return
             val = np.array(val)
         try:
             value_to_proto(val, value_type(val), out)

@@ -16,6 +16,8 @@ def same_as(a: InferArgs, name: str = "x") -> list[Type]:
 
 
 def as_int_list(v: Any) -> list[int]:
+    if type(v) is list and all(type(x) is int for x in v):
+        return list(v)  # already one (a default such as [1, 1])
     return [int(x) for x in np.asarray(v).reshape(-1)]
 
 
