@@ -63,18 +63,19 @@ _BLOB_DTYPES_IOS18 = _BLOB_DTYPES | {"uint16", "int16", "int32", "uint32", "int4
 _IO_DTYPE_OPSET = {"fp16": "iOS16", "int8": "iOS18"}
 
 
-def _op_min_opset(op: Op, is_const: Callable[[Value], bool]) -> int:
-    """Index of the lowest opset whose version of ``op`` accepts its current inputs."""
+def _op_min_opset(op: Op, is_const: Callable[[Value], bool]) -> tuple[int, bool]:
+    """Index of the lowest opset whose version of ``op`` accepts its current inputs, and whether one
+    does (False: no opset defines the op, index 0; or none accepts these inputs, the last index)."""
     first = first_opset(op.type)
     if first is None:
-        return 0
+        return 0, False
     for i in range(opset_index(first), len(OPSETS)):
         try:
             get_opdef(op.type, OPSETS[i]).check_inputs(op, is_const)
-            return i
+            return i, True
         except ConverterError:
             continue
-    return len(OPSETS) - 1
+    return len(OPSETS) - 1, False
 
 
 def default_target(prog: Program) -> str:
@@ -82,8 +83,16 @@ def default_target(prog: Program) -> str:
     opset that can express every op and feature it uses. Frontends that build programs from
     scratch (NeuralNetwork migration, the builder) start at iOS15, so for them this is exactly the
     lowest opset that has every op used."""
+    return _default_target_and_checked(prog)[0]
+
+
+def _default_target_and_checked(prog: Program) -> tuple[str, frozenset[Op]]:
+    """`default_target`, and the ops whose inputs that search already checked at it (the target
+    check need not check them again: a program is not modified between the two)."""
     own = max(opset_index(fn.opset) for fn in prog.functions.values())
-    return OPSETS[max(own, opset_index(required_opset(prog)))]
+    lowest = _min_opsets(prog)
+    need = max([own, *(i for i, _ in lowest.values()), *(idx for idx, _ in _interface_needs(prog))])
+    return OPSETS[need], frozenset(op for op, (i, passed) in lowest.items() if passed and i == need)
 
 
 def _interface_needs(prog: Program) -> list[tuple[int, str]]:
@@ -105,16 +114,17 @@ def _interface_needs(prog: Program) -> list[tuple[int, str]]:
     return needs
 
 
+def _min_opsets(prog: Program) -> dict[Op, tuple[int, bool]]:
+    """{op: `_op_min_opset` of it}."""
+    memo: dict[Value, bool] = {}
+    return {op: _op_min_opset(op, lambda v: is_compile_time_const(v, memo))
+            for fn in prog.functions.values() for op in fn.walk()}
+
+
 def required_opset(prog: Program) -> str:
     """The lowest opset in which every op of the program, and its inputs/outputs, can be written."""
-    memo: dict[Value, bool] = {}
-    need = 0
-    for fn in prog.functions.values():
-        for op in fn.walk():
-            need = max(need, _op_min_opset(op, lambda v: is_compile_time_const(v, memo)))
-    for idx, _ in _interface_needs(prog):
-        need = max(need, idx)
-    return OPSETS[need]
+    lowest = (i for i, _ in _min_opsets(prog).values())
+    return OPSETS[max([0, *lowest, *(idx for idx, _ in _interface_needs(prog))])]
 
 
 def _is_constexpr(op: Op | None) -> bool:
@@ -151,11 +161,13 @@ def decompressed_for(prog: Program, target: str) -> set[Op]:
 
 
 def check_target(prog: Program, target: str, decompressed: set[Op] | None = None,
-                 problems: Causes | None = None, refused: set[Op] | None = None) -> None:
+                 problems: Causes | None = None, refused: set[Op] | None = None,
+                 checked: frozenset[Op] = frozenset()) -> None:
     """Raise one UnsupportedError listing each distinct reason the target cannot express the program
     (ops or parameters it lacks, with a count and a few op names; function inputs/outputs such as
     fp16, int8 or states a model of that target cannot have), together with ``problems`` already
-    found by re-targeting (about the ``refused`` ops, not checked again)."""
+    found by re-targeting (about the ``refused`` ops, not checked again). ``checked``: ops whose
+    inputs were already checked against the target's version of them (`_default_target_and_checked`)."""
     opset_index(target)
     memo: dict[Value, bool] = {}
     causes = Causes()
@@ -166,7 +178,7 @@ def check_target(prog: Program, target: str, decompressed: set[Op] | None = None
     evaluated = _evaluated_with(decompressed)
     for fn in prog.functions.values():
         for op in fn.walk():
-            if op in decompressed or op in evaluated or (refused is not None and op in refused):
+            if op in decompressed or op in evaluated or (refused is not None and op in refused) or op in checked:
                 continue
             if op.opdef is not None and op.opdef.ir_only and op.type not in _LOWERED_IR_OPS:
                 causes.add(f"{op.type} is an IR op with no MIL form", op.name)
@@ -542,13 +554,17 @@ def _describe(prog: Program, model: Model_pb2.Model, signatures: dict[str, tuple
 
 
 def program_to_model(prog: Program, *, target: str | None = None,
-                     store_blob: Callable[[np.ndarray, TensorType], tuple[str, int] | None] | None = None
-                     ) -> Model_pb2.Model:
-    """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``)."""
-    target = target or default_target(prog)
-    prog, problems, refused = retarget(prog, target)
+                     store_blob: Callable[[np.ndarray, TensorType], tuple[str, int] | None] | None = None,
+                     checked: frozenset[Op] = frozenset()) -> Model_pb2.Model:
+    """The Model proto of an mlProgram for ``prog`` (blobs go through ``store_blob``). ``checked``:
+    ops of ``prog`` already checked at ``target`` (see `check_target`)."""
+    if target is None:
+        target, checked = _default_target_and_checked(prog)
+    retargeted, problems, refused = retarget(prog, target)
+    if retargeted is not prog:  # a clone: its ops were never checked
+        prog, checked = retargeted, frozenset()
     decompress = decompressed_for(prog, target)
-    check_target(prog, target, decompress, problems, refused)
+    check_target(prog, target, decompress, problems, refused, checked)
     model = Model_pb2.Model()
     emitter = _Emitter(target, store_blob, decompress=decompress)
     model.mlProgram.CopyFrom(emitter.program(prog))
@@ -615,19 +631,21 @@ def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None
     replaced, see converter/destination.py; this only closes the gap between its check and the rename).
     """
     path = Path(path)
-    target = target or default_target(prog)
+    checked: frozenset[Op] = frozenset()
+    if target is None:
+        target, checked = _default_target_and_checked(prog)
     if single_file is None:
         single_file = path.suffix == ".mlmodel"
     try:
         if single_file:
-            model = program_to_model(prog, target=target, store_blob=None)
+            model = program_to_model(prog, target=target, store_blob=None, checked=checked)
             write_mlmodel(path, model, durable=durable, overwrite=overwrite)
             return path
         holder: dict[str, Model_pb2.Model] = {}
 
         def write_weights(weights_dir: Path) -> None:
             with BlobWriter(weights_dir / "weight.bin", durable=durable) as writer:
-                holder["model"] = program_to_model(prog, target=target,
+                holder["model"] = program_to_model(prog, target=target, checked=checked,
                                                    store_blob=_blob_policy(target, writer.write))
 
         return write_package(path, lambda: holder["model"].SerializeToString(), write_weights, durable=durable,
