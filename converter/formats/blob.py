@@ -658,7 +658,11 @@ def _fingerprint(a: np.ndarray, dt: BlobDType, k: int = 16) -> bytes:
     """The first and last ``k`` elements (as stored): a cheap pre-filter for deduplication."""
     n = a.size
     k = min(k, n)
-    return np.asarray(a.flat[:k], dt.storage).tobytes() + np.asarray(a.flat[n - k :], dt.storage).tobytes()
+    flat = a.reshape(-1) if a.flags.c_contiguous else a.flat  # a view, never a copy of the whole array
+    head, tail = flat[:k], flat[n - k:]
+    if a.dtype != dt.storage:
+        head, tail = np.asarray(head, dt.storage), np.asarray(tail, dt.storage)
+    return head.tobytes() + tail.tobytes()
 
 
 def _digest(chunks: Iterable[Any]) -> bytes:
