@@ -37,6 +37,7 @@ from ...formats.milproto import CodecError, string_to_proto, type_to_proto, valu
 from ...formats.model_file import write_mlmodel
 from ...formats.package import WEIGHT_FILE_REF, write_package
 from ...formats.proto import MIL_pb2, Model_pb2
+from ...gcpause import paused_gc
 from ...ir.core import IR_ONLY_ATTRIBUTES, Block, Function, Op, Program, Value
 from ...ir.interpreter import Interpreter
 from ...ir.opdef import OPSET_TO_MIL, OPSET_TO_SPEC_VERSION, OPSETS, first_opset, get_opdef, opset_index
@@ -630,7 +631,12 @@ def save_mlprogram(prog: Program, path: str | os.PathLike, *, target: str | None
     ``overwrite=False`` never replaces anything at ``path`` (`converter.save` decides what may be
     replaced, see converter/destination.py; this only closes the gap between its check and the rename).
     """
-    path = Path(path)
+    with paused_gc():  # writing allocates per op and frees nothing cyclic: see converter/gcpause.py
+        return _save_mlprogram(prog, Path(path), target, single_file, durable, overwrite)
+
+
+def _save_mlprogram(prog: Program, path: Path, target: str | None, single_file: bool | None, durable: bool,
+                    overwrite: bool) -> Path:
     checked: frozenset[Op] = frozenset()
     if target is None:
         target, checked = _default_target_and_checked(prog)
