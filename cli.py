@@ -14,18 +14,10 @@ import click
 import converter
 from converter import cli_verify as _cli_verify
 from converter.cli_inspect import inspect_cmd
-from converter.errors import ConverterError, printable
+from converter.cli_output import fail as _fail
+from converter.cli_output import say as _say
+from converter.errors import ConverterError
 from converter.limits import DEFAULT_MAX_LOOP_ITERATIONS, DEFAULT_MAX_TENSOR_BYTES
-
-
-def _fail(e: ConverterError, code: int = 2) -> None:
-    click.echo(f"error: {e}", err=True)
-    sys.exit(code)
-
-
-def _say(text: str, *, err: bool = False) -> None:
-    """Print a line that may hold strings from a model file or a file name (escaped: `printable`)."""
-    click.echo(printable(text), err=err)
 
 
 class _Interrupted(BaseException):

@@ -5,22 +5,18 @@ prints), as text or ``--json``; ``--ir`` prints the IR text, ``--graph`` draws t
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import click
 
-from .errors import ConverterError, UnsupportedError, printable
-
-
-def _fail(e: ConverterError, code: int = 2) -> None:
-    click.echo(f"error: {e}", err=True)
-    sys.exit(code)
+from .cli_output import fail as _fail
+from .cli_output import say
+from .errors import ConverterError, UnsupportedError
 
 
 def _say(text: str, *, err: bool = False) -> None:
     for line in text.splitlines() or [""]:
-        click.echo(printable(line), err=err)
+        say(line, err=err)
 
 
 @click.command("inspect")

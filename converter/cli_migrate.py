@@ -6,6 +6,7 @@ import sys
 
 import click
 
+from .cli_output import fail
 from .errors import ConverterError
 
 __all__ = ["migrate_cmd"]
@@ -57,8 +58,7 @@ def migrate_cmd(src: str, dst: str, fmt: str, target: str | None, passes: str, j
                          on_result=progress.result)
     except ConverterError as e:
         progress.close()
-        click.echo(f"error: {e}", err=True)
-        sys.exit(2)
+        fail(e)
     except BaseException:  # an interrupt: say what finished; the journal keeps it for a rerun
         progress.close()
         done = sum(e.status != "pending" for e in progress.finished)

@@ -8,13 +8,9 @@ import sys
 
 import click
 
+from .cli_output import fail as _fail
 from .errors import ConverterError, printable
 from .verify import VerifyReport
-
-
-def _fail(e: ConverterError, code: int = 2) -> None:
-    click.echo(f"error: {e}", err=True)
-    sys.exit(code)
 
 
 def progress(line: str) -> None:
