@@ -21,6 +21,7 @@ import numpy as np
 
 from ..errors import EvaluationError, TypeInferenceError, UnsupportedError
 from ..limits import MAX_RANK, shape_problem, size_text
+from . import infer_memo
 from .consteval import compile_time_value
 from .types import (
     DType,
@@ -101,6 +102,11 @@ class Signature:
     def _value_inputs(self) -> tuple[InputSpec, ...]:
         return tuple(s for s in self.inputs.values() if s.is_value)
 
+    @cached_property
+    def const_inputs(self) -> tuple[InputSpec, ...]:
+        """The value inputs that must be compile-time constants."""
+        return tuple(s for s in self._value_inputs if s.const)
+
 
 def _spec_from_json(rec: dict) -> InputSpec:
     default = rec.get("default", NO_DEFAULT)
@@ -130,18 +136,22 @@ class _Args:
 
     def __init__(self, opdef: OpDef, op: Op) -> None:
         self.opdef = opdef
-        self.op = op
+        self._op = op
         self.opset = opdef.opset
 
+    @property
+    def op(self) -> Op:
+        return self._op
+
     def has(self, name: str) -> bool:
-        return name in self.op.inputs
+        return name in self._op.inputs
 
     def fail(self, message: str) -> TypeInferenceError:
         """Build (for ``raise``) an error naming the op."""
-        return TypeInferenceError(message, **self.op.location())
+        return TypeInferenceError(message, **self._op.location())
 
     def type(self, name: str) -> Type | None:
-        arg = self.op.inputs.get(name)
+        arg = self._op.inputs.get(name)
         if arg is None:
             return None
         if isinstance(arg, tuple):
@@ -155,7 +165,7 @@ class _Args:
         return t
 
     def types(self, name: str) -> tuple[Type, ...]:
-        arg = self.op.inputs.get(name, ())
+        arg = self._op.inputs.get(name, ())
         return tuple(v.type for v in (arg if isinstance(arg, tuple) else (arg,)))
 
     def rank(self, name: str) -> int | None:
@@ -165,12 +175,12 @@ class _Args:
     def _default(self, name: str) -> Any:
         spec = self.opdef.signature.inputs.get(name)
         if spec is None:
-            raise KeyError(f"op '{self.op.type}' has no parameter '{name}'")
+            raise KeyError(f"op '{self._op.type}' has no parameter '{name}'")
         d = spec.default
         if isinstance(d, Expr):
             hook = getattr(self.opdef, f"default_{name}", None)
             if hook is None:
-                raise NotImplementedError(f"{self.op.type}: no default_{name}() for {d.text}")
+                raise NotImplementedError(f"{self._op.type}: no default_{name}() for {d.text}")
             return hook(self)
         if d is NO_DEFAULT:
             return None
@@ -184,7 +194,7 @@ class InferArgs(_Args):
         """Compile-time value of a parameter (or its default); None if not known. Known: a
         constant, or a short chain of pure ops over constants and static shapes
         (`consteval.compile_time_value`: ``split(split_sizes=tile(c, reps))``)."""
-        arg = self.op.inputs.get(name)
+        arg = self._op.inputs.get(name)
         if arg is None:
             return self._default(name)
         if isinstance(arg, tuple):
@@ -193,6 +203,35 @@ class InferArgs(_Args):
         return compile_time_value(arg)
 
     def new_symbol(self) -> Symbol:
+        return fresh_symbol()
+
+
+class _RecordingInferArgs(InferArgs):
+    """InferArgs noting what inference looked at, to decide whether its result may be remembered
+    (see `infer_memo`): the parameter values it read, and whether it looked anywhere else."""
+
+    def __init__(self, opdef: OpDef, op: Op) -> None:
+        super().__init__(opdef, op)
+        self.reads: list[tuple[str, Any]] = []
+        self.memo_safe = True
+
+    @property
+    def op(self) -> Op:
+        self.memo_safe = False  # attributes, blocks, outputs: not part of the memo key
+        return self._op
+
+    def value(self, name: str) -> Any:
+        v = super().value(name)
+        if self.memo_safe:
+            fp = infer_memo.fingerprint(v)
+            if fp is infer_memo.UNUSABLE:
+                self.memo_safe = False
+            else:
+                self.reads.append((name, fp))
+        return v
+
+    def new_symbol(self) -> Symbol:
+        self.memo_safe = False
         return fresh_symbol()
 
 
@@ -205,7 +244,7 @@ class EvalArgs(_Args):
         self.interpreter = interpreter
 
     def value(self, name: str) -> Any:
-        arg = self.op.inputs.get(name)
+        arg = self._op.inputs.get(name)
         if arg is None:
             return self._default(name)
         if isinstance(arg, tuple):
@@ -216,7 +255,7 @@ class EvalArgs(_Args):
 
     @property
     def out_types(self) -> list[Type]:
-        return [v.type for v in self.op.outputs]
+        return [v.type for v in self._op.outputs]
 
     def run_block(self, block: Block, inputs: Sequence[Any]) -> list[Any]:
         return self.interpreter.run_block(block, inputs, self.env)
@@ -233,7 +272,7 @@ class EvalArgs(_Args):
                                   "per tensor (max_tensor_bytes)")
 
     def rng(self, seed: int | None) -> np.random.Generator:
-        return self.interpreter.rng(self.op, seed)
+        return self.interpreter.rng(self._op, seed)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -327,11 +366,34 @@ class OpDef:
                     raise fail(f"parameter '{spec.name}' must be a compile-time constant, but '{v.name}' is "
                                "computed at run time", spec.name)
 
+    def check_constness(self, op: Op, is_const: Callable[[Value], bool] | None) -> None:
+        """The part of `check_inputs` that looks past types: const parameters are compile-time
+        constants."""
+        if is_const is None:
+            return
+        for spec in self.signature.const_inputs:
+            arg = op.inputs.get(spec.name)
+            for v in () if arg is None else arg if isinstance(arg, tuple) else (arg,):
+                if not is_const(v):
+                    raise TypeInferenceError(f"parameter '{spec.name}' must be a compile-time constant, but "
+                                             f"'{v.name}' is computed at run time", field=spec.name, **op.location())
+
     def infer_op(self, op: Op, is_const: Callable[[Value], bool] | None = None) -> list[Type]:
         """Check inputs and infer output types, with errors naming the op."""
-        self.check_inputs(op, is_const)
+        memo_key = infer_memo.key(self, op.inputs)
+        seen = memo_key is not None and infer_memo.seen(memo_key)
+        if seen:  # the names and types passed check_inputs before: only constness can differ
+            self.check_constness(op, is_const)
+        else:
+            self.check_inputs(op, is_const)
+        if seen:
+            for reads, remembered in infer_memo.variants(memo_key):
+                probe = InferArgs(self, op)
+                if all(infer_memo.fingerprint(probe.value(name)) == fp for name, fp in reads):
+                    return list(remembered)
+        args = _RecordingInferArgs(self, op)
         try:
-            types = list(self.infer(InferArgs(self, op)))
+            types = list(self.infer(args))
         except TypeInferenceError as e:
             e.with_location(**op.location())
             raise
@@ -347,6 +409,8 @@ class OpDef:
                 if why:
                     raise TypeInferenceError(f"output {i} would have shape {[str(d) for d in t.shape]}: {why}",
                                              **op.location())
+        if memo_key is not None:
+            infer_memo.remember(memo_key, tuple(args.reads), types if args.memo_safe else None)
         return types
 
 
