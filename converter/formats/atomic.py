@@ -128,7 +128,8 @@ def _exists_error(dest: Path) -> FileExistsError:
     return FileExistsError(errno.EEXIST, "already exists", str(dest))
 
 
-def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool = True) -> None:
+def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: bool = True,
+                 durable: bool = True) -> None:
     """Move the finished ``tmp`` (file or directory) to ``dest``, replacing what is there.
 
     A file over a file is one atomic ``os.replace``. A directory cannot be renamed over a non-empty
@@ -136,20 +137,23 @@ def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: 
     then the old one is deleted; if the second rename fails the old one is renamed back. Between
     the two renames ``dest`` briefly does not exist, but it never holds a partial result.
     ``overwrite=False``: `FileExistsError` rather than replacing anything (see the module docstring).
+    ``durable``: fsync the directory after the rename, so that the new name survives a power loss
+    (pointless when the data itself was not fsynced, so callers that skip that skip this too).
     """
     tmp, dest = Path(tmp), Path(dest)
+    sync_dir = fsync_dir if durable else _no_sync
     with _signals_held():
         if not overwrite:
             _publish_new(tmp, dest)
-            fsync_dir(dest.parent)
+            sync_dir(dest.parent)
             return
         if not tmp.is_dir() and not (dest.is_dir() and not dest.is_symlink()):
             os.replace(tmp, dest)
-            fsync_dir(dest.parent)
+            sync_dir(dest.parent)
             return
         if not os.path.lexists(dest):
             os.rename(tmp, dest)
-            fsync_dir(dest.parent)
+            sync_dir(dest.parent)
             return
         old = temp_name_beside(dest, "old")
         os.rename(dest, old)
@@ -158,8 +162,12 @@ def replace_path(tmp: str | os.PathLike, dest: str | os.PathLike, *, overwrite: 
         except BaseException:
             os.rename(old, dest)
             raise
-        fsync_dir(dest.parent)
+        sync_dir(dest.parent)
         _remove(old)
+
+
+def _no_sync(_dirpath: Path) -> None:
+    pass
 
 
 def _publish_new(tmp: Path, dest: Path) -> None:
@@ -223,5 +231,5 @@ def atomic_write_segments(path: str | os.PathLike, segments: Iterable[bytes | by
                 os.fsync(fd)
         finally:
             os.close(fd)
-        replace_path(tmp, path, overwrite=overwrite)
+        replace_path(tmp, path, overwrite=overwrite, durable=durable)
     return path

@@ -631,7 +631,7 @@ class BlobWriter:
             if self.durable:
                 os.fsync(self._fd)
             self._state.close_fd()
-            replace_path(self._tmp, self.path)
+            replace_path(self._tmp, self.path, durable=self.durable)
         except BaseException:
             self.abort()
             raise

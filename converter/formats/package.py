@@ -296,7 +296,8 @@ def write_package(
     tmp.mkdir()
     try:
         coreml_dir = tmp / DATA_DIR_NAME / COREML_AUTHOR
-        coreml_dir.mkdir(parents=True)
+        coreml_dir.parent.mkdir()  # one mkdir each (parents=True tries the deepest first)
+        coreml_dir.mkdir()
         entries: dict[str, dict[str, str]] = {}
         if write_weights is not None:
             weights_dir = coreml_dir / WEIGHTS_ITEM_NAME
@@ -317,7 +318,7 @@ def write_package(
         (tmp / MANIFEST_NAME).write_text(json.dumps(manifest, indent=4, sort_keys=True) + "\n", encoding="utf-8")
         if durable:
             fsync_tree(tmp)
-        replace_path(tmp, dest, overwrite=overwrite)
+        replace_path(tmp, dest, overwrite=overwrite, durable=durable)
     except BaseException:
         shutil.rmtree(tmp, ignore_errors=True)
         raise

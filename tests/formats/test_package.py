@@ -346,3 +346,25 @@ def test_atomic_write_bytes(tmp_path):
     assert path.read_bytes() == b"two"
     assert os.listdir(tmp_path) == ["m.mlmodel"]
     assert pkgmod.atomic_write_bytes is atomic_write_bytes
+
+
+@pytest.mark.parametrize("durable", [False, True])
+def test_directory_fsyncs_only_when_durable(tmp_path, monkeypatch, durable):
+    """A non-durable save fsyncs nothing (the data is not fsynced, so syncing the renames buys no
+    safety and costs a disk wait per directory); a durable one syncs each directory it renames into."""
+    from converter.formats import atomic
+
+    synced: list[str] = []
+    monkeypatch.setattr(atomic, "fsync_dir", lambda d: synced.append(str(d)))
+    monkeypatch.setattr(os, "fsync", lambda fd: synced.append(f"fd {fd}"))
+
+    def weights(d: Path) -> None:
+        with BlobWriter(d / "weight.bin", durable=durable) as w:
+            w.write(np.arange(64, dtype=np.float32), "fp32")
+
+    write_package(tmp_path / "m.mlpackage", b"model", weights, durable=durable)
+    assert (tmp_path / "m.mlpackage" / "Data").is_dir()
+    if durable:
+        assert str(tmp_path) in synced  # the package's rename into place
+    else:
+        assert synced == []
