@@ -80,8 +80,8 @@ main.add_command(migrate_cmd)
 @main.command("ops")
 @click.option("--json", "as_json", is_flag=True, help="Print machine-readable JSON.")
 def ops_cmd(as_json: bool) -> None:
-    """List every registered op with its opsets, whether it has a reference kernel, and its WebNN and
-    NeuralNetwork forms (direct, decomposed or unsupported; --json gives the note or the reason)."""
+    """List every registered op with its opsets, whether it has a reference kernel, and its WebNN,
+    NeuralNetwork and ONNX forms (direct, decomposed or unsupported; --json gives the note or the reason)."""
     from converter.ir.registry_info import op_table
 
     rows = op_table()
@@ -90,12 +90,13 @@ def ops_cmd(as_json: bool) -> None:
         return
     width = max(len(r["op"]) for r in rows)
     click.echo(f"{'op':<{width}}  {'opsets':<25}  {'kernel':<9}  {'origin':<7}  {'WebNN form':<18}  "
-               "NeuralNetwork form")
+               f"{'NeuralNetwork form':<26}  ONNX form")
     for r in rows:
         kernel = "kernel" if r["has_kernel"] else "no kernel"
         origin = "IR-only" if r["ir_only"] else "MIL"
         click.echo(f"{r['op']:<{width}}  {','.join(r['opsets']):<25}  {kernel:<9}  {origin:<7}  "
-                   f"webnn: {r['webnn']['status']:<11}  neuralnetwork: {r['neuralnetwork']['status']}")
+                   f"webnn: {r['webnn']['status']:<11}  neuralnetwork: {r['neuralnetwork']['status']:<11}  "
+                   f"onnx: {r['onnx']['status']}")
     click.echo(f"{len(rows)} ops")
 
 
@@ -208,11 +209,14 @@ def _resolve_passes(passes: str) -> list:
 @main.command("convert")
 @click.argument("src", type=click.Path(exists=True))
 @click.option("-o", "--output", "output_path", required=True, type=click.Path(),
-              help="Where to write: NAME.mlpackage (a package), NAME.mlmodel (a single file), or an existing "
+              help="Where to write: NAME.mlpackage (a package), NAME.mlmodel (a single file), NAME.onnx (--to onnx), or an "
+                   "existing "
                    "folder to write into (named after SRC). For a folder SRC: the output folder.")
-@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "neuralnetwork", "webnn"]),
+@click.option("--to", "fmt", default="mil", show_default=True,
+              type=click.Choice(["mil", "neuralnetwork", "webnn", "onnx"]),
               help="Output format: mil (an ML program), neuralnetwork (a .mlmodel with legacy NeuralNetwork layers, "
-                   "for iOS 11-14) or webnn (a folder with model.js, model.bin, model.d.ts and a demo page index.html).")
+                   "for iOS 11-14), webnn (a folder with model.js, model.bin, model.d.ts and a demo page index.html) "
+                   "or onnx (a .onnx model).")
 @click.option("--target", default=None,
               type=click.Choice(["iOS11", "iOS11.2", "iOS12", "iOS13", "iOS14", "iOS15", "iOS16", "iOS17", "iOS18"]),
               help="--to mil: the MIL opset iOS15..iOS18 (default: the lowest that has every op used). --to "
@@ -220,6 +224,8 @@ def _resolve_passes(passes: str) -> list:
                    "specification version that has every layer used).")
 @click.option("--spec-version", type=click.IntRange(1, 5), default=None,
               help="--to neuralnetwork: the highest specification version the model may need (as --target).")
+@click.option("--onnx-opset", type=click.IntRange(17, 21), default=None,
+              help="--to onnx: the ONNX opset (default domain) to write, 17..21 (default 21).")
 @click.option("--layout", default=None, type=click.Choice(["nchw", "nhwc"]),
               help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes); default nhwc, "
                    "the layout Chromium's WebNN prefers.")
@@ -239,7 +245,7 @@ def _resolve_passes(passes: str) -> list:
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 @_pass_options
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_version: int | None,
-                layout: str | None, precision: str,
+                onnx_opset: int | None, layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
                 max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
@@ -272,6 +278,14 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
                 webnn_options = {"spec_version": spec_version}
         elif spec_version is not None:
             raise converter.UnsupportedError("--spec-version is an option of --to neuralnetwork")
+        if fmt == "onnx":
+            if check:
+                raise converter.UnsupportedError("--check with --to onnx is not supported yet (it needs the ONNX "
+                                                 "runtime path)")
+            if onnx_opset is not None:
+                webnn_options = {"opset": onnx_opset}
+        elif onnx_opset is not None:
+            raise converter.UnsupportedError("--onnx-opset is an option of --to onnx")
         _check_target(fmt, target)
         pipeline = _resolve_passes(passes)
     except ConverterError as e:
@@ -280,6 +294,9 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
         if fmt == "webnn":
             _fail(converter.UnsupportedError("converting a folder of models to WebNN is not supported yet: convert "
                                              "them one by one", file=src))
+        if onnx_opset is not None:
+            _fail(converter.UnsupportedError("--onnx-opset applies to one model; a folder is converted at the default "
+                                             "opset", file=src))
         _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite, passes=passes, verify=verify,
                         pass_stats=pass_stats, max_loop_iterations=max_loop_iterations,
                         max_tensor_bytes=_mib(max_tensor_mib))
@@ -302,6 +319,8 @@ def _check_target(fmt: str, target: str | None) -> None:
                                          "writes models for older systems)")
     if fmt == "webnn":
         raise converter.UnsupportedError("--target is not an option of --to webnn")
+    if fmt == "onnx":
+        raise converter.UnsupportedError("--target is not an option of --to onnx (see --onnx-opset)")
 
 
 def _input_shapes(specs: tuple[str, ...]) -> dict[str, list[int]]:

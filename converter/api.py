@@ -146,8 +146,23 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
     ``to="webnn"``: a folder (model.js, model.bin, model.d.ts, index.html; see
     converter/backends/webnn), with options ``layout`` ("nchw" | "nhwc"), ``precision`` ("fp32" |
-    "fp16") and ``input_shapes`` ({input name: sizes}) for flexible inputs."""
+    "fp16") and ``input_shapes`` ({input name: sizes}) for flexible inputs.
+
+    ``to="onnx"``: an ONNX model ``NAME.onnx`` (see converter/backends/onnx), with option ``opset``
+    (17..21, default 21); weights over 2 GB go to ``NAME.onnx.data`` beside it."""
     dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
+    if output_format(to) == "onnx":
+        from .backends.onnx import DEFAULT_OPSET, save_onnx
+
+        opset = backend_options.pop("opset", DEFAULT_OPSET)
+        if backend_options:
+            raise UnsupportedError(f"options {', '.join(sorted(backend_options))} are not options of --to onnx "
+                                   "(it takes opset)")
+        if target is not None:
+            raise UnsupportedError("target is not an option of --to onnx (give opset=17..21)")
+        sources = _sources(program)
+        return save_onnx(program, dest.path, opset=opset, overwrite=overwrite, durable=durable,
+                         source=sources[0] if sources else None)
     if output_format(to) == "webnn":
         from .backends.webnn import write_webnn
 
@@ -184,7 +199,8 @@ def convert(src: ModelSource | Program, *, to: str = "mil", out: str | os.PathLi
     returned program into the Core ML model (a ``Model`` message, ``.to_bytes()``, ``.save()``) in the
     format converted to, without touching the disk.
     ``passes="default"`` is the target's own pipeline (``webnn`` for ``to="webnn"``);
-    ``backend_options``: see `save` (webnn: layout, precision, input_shapes; neuralnetwork: spec_version)."""
+    ``backend_options``: see `save` (webnn: layout, precision, input_shapes; neuralnetwork: spec_version;
+    onnx: opset)."""
     from .exported import CONVERTED_TO
     from .passes.pipelines import resolve
 

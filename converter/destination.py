@@ -4,11 +4,11 @@ Used by the command line (one model, a folder of models, ``run -o``) and the lib
 (`converter.save`, `converter.convert`), so that they all follow the same rules:
 
 - The format follows from ``to`` and the extension: for MIL, ``NAME.mlpackage`` is a package and
-  ``NAME.mlmodel`` a single file. An existing folder that is not named like a model (``.`` too)
+  ``NAME.mlmodel`` a single file; ONNX writes ``NAME.onnx``. An existing folder that is not named like a model (``.`` too)
   means "into this folder", the model named after its source. Any other extension is refused,
   naming the ones that can be written.
-- Nothing is replaced unless asked (``overwrite``), and even then only a Core ML model file or a
-  Core ML package that holds nothing but its manifest's items: never an arbitrary file or folder,
+- Nothing is replaced unless asked (``overwrite``), and even then only a Core ML model file, an
+  ONNX model file, or a Core ML package that holds nothing but its manifest's items: never an arbitrary file or folder,
   never a package the user has put other files into.
 - The sources are never written: the destination may not be a source, lie inside one, or hold
   one. Paths are compared by device and inode, so symlinks, ``..``, hard links, bind mounts and
@@ -40,11 +40,11 @@ __all__ = [
 
 #: What each output format writes, by extension: True for a single file, False for a package folder.
 _EXTENSIONS: dict[str, dict[str, bool]] = {"mil": {".mlpackage": False, ".mlmodel": True},
-                                           "neuralnetwork": {".mlmodel": True}}
+                                           "neuralnetwork": {".mlmodel": True}, "onnx": {".onnx": True}}
 #: The extension of a model written "into a folder".
-_FOLDER_DEFAULT = {"mil": ".mlpackage", "neuralnetwork": ".mlmodel"}
+_FOLDER_DEFAULT = {"mil": ".mlpackage", "neuralnetwork": ".mlmodel", "onnx": ".onnx"}
 #: Model file extensions (what a folder must not be named like to mean "into this folder").
-_MODEL_SUFFIXES = (".mlpackage", ".mlmodel")
+_MODEL_SUFFIXES = (".mlpackage", ".mlmodel", ".onnx")
 #: Files the operating system leaves in folders (Finder); not the user's data.
 _SYSTEM_FILES = frozenset({".DS_Store"})
 _ASK = "replace it with --overwrite (overwrite=True in Python)"
@@ -71,7 +71,9 @@ def output_format(to: str | None) -> str:
         return "webnn"
     if fmt in ("neuralnetwork", "nn"):
         return "neuralnetwork"
-    raise UnsupportedError(f"unknown output format '{to}' (supported: mil, neuralnetwork, webnn)")
+    if fmt == "onnx":
+        return "onnx"
+    raise UnsupportedError(f"unknown output format '{to}' (supported: mil, neuralnetwork, onnx, webnn)")
 
 
 def default_extension(to: str | None) -> str:
@@ -225,6 +227,8 @@ def _not_replaceable_model(path: Path, single_file: bool) -> str | None:
     if single_file:
         if not stat.S_ISREG(st.st_mode):
             return "it is a folder, not a Core ML model file" if stat.S_ISDIR(st.st_mode) else "it is not a regular file"
+        if path.suffix.lower() == ".onnx":
+            return _not_an_onnx_model(path)
         from .formats.model_file import read_model_file
 
         try:
@@ -235,6 +239,19 @@ def _not_replaceable_model(path: Path, single_file: bool) -> str | None:
     if not stat.S_ISDIR(st.st_mode):
         return "it is a file, not a Core ML package folder"
     return _not_a_clean_package(path)
+
+
+def _not_an_onnx_model(path: Path) -> str | None:
+    """Why the file ``path`` is not an ONNX model we may replace (None if it is one)."""
+    import onnx
+
+    try:
+        model = onnx.load(str(path), load_external_data=False)
+    except Exception as e:  # noqa: BLE001 - protobuf raises several kinds
+        return f"it does not read as an ONNX model ({e})"
+    if not model.graph.node and not model.graph.output:
+        return "it does not read as an ONNX model (no graph)"
+    return None
 
 
 def _not_a_clean_package(path: Path) -> str | None:

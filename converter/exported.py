@@ -74,6 +74,9 @@ def export(program: Program, *, to: str | None = None, target: str | None = None
     if fmt == "webnn":
         raise UnsupportedError("a WebNN model is a folder of files (model.js, model.bin, ...): write it with "
                                "converter.save(program, folder, to='webnn')")
+    if fmt == "onnx":
+        raise UnsupportedError("export gives Core ML models; the ONNX model in memory is "
+                               "converter.backends.onnx.program_to_onnx(program) (an onnx.ModelProto)")
     if fmt == "neuralnetwork":
         from .backends.neuralnetwork import program_to_model
         from .formats.protowire_join import joined_segments

@@ -142,8 +142,8 @@ def test_folder_check_failure_is_listed(tmp_path, monkeypatch):
 def test_unknown_output_format_is_refused_before_anything_is_done(tmp_path):
     src = _small_tree(tmp_path)
     out = tmp_path / "out"
-    with pytest.raises(converter.UnsupportedError, match="unknown output format 'onnx'"):
-        convert_tree(src, out, to="onnx")
+    with pytest.raises(converter.UnsupportedError, match="unknown output format 'tflite'"):
+        convert_tree(src, out, to="tflite")
     assert not out.exists()
 
 

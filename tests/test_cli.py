@@ -40,9 +40,10 @@ def test_ops_table_has_one_line_per_op():
 
 def test_ops_table_has_a_header_over_its_columns():
     lines = CliRunner().invoke(cli.main, ["ops"]).output.splitlines()
-    assert lines[0].split() == ["op", "opsets", "kernel", "origin", "WebNN", "form", "NeuralNetwork", "form"]
+    assert lines[0].split() == ["op", "opsets", "kernel", "origin", "WebNN", "form", "NeuralNetwork", "form", "ONNX",
+                                "form"]
     row = next(x for x in lines if x.startswith("conv "))
-    for column in ("opsets", "kernel", "origin", "WebNN form", "NeuralNetwork form"):  # aligned with the rows
+    for column in ("opsets", "kernel", "origin", "WebNN form", "NeuralNetwork form", "ONNX form"):  # aligned
         assert row[lines[0].index(column)] != " " and row[lines[0].index(column) - 1] == " ", column
     assert len(lines) == 1 + len(json.loads(CliRunner().invoke(cli.main, ["ops", "--json"]).output)) + 1
 

@@ -6,11 +6,12 @@ from .opdef import _OPDEF_CLASSES, OPSETS, get_opdef, mil_op_types, opsets_of, r
 
 
 def op_table() -> list[dict]:
-    """One row per op type: opsets, versions, kernel presence, MIL or IR-only, and how the WebNN and
-    NeuralNetwork backends write it (``webnn``, ``neuralnetwork``: status direct/decomposed/unsupported,
-    with a note or the reason)."""
+    """One row per op type: opsets, versions, kernel presence, MIL or IR-only, and how the WebNN,
+    NeuralNetwork and ONNX backends write it (``webnn``, ``neuralnetwork``, ``onnx``: status
+    direct/decomposed/unsupported, with a note or the reason)."""
     # the backends read the IR, not the reverse
     from ..backends.neuralnetwork.lowering.registry import neuralnetwork_entry
+    from ..backends.onnx.lowering.registry import onnx_entry
     from ..backends.webnn.lowering.registry import webnn_entry
 
     undefined = {"status": "unsupported", "reason": "the converter has no definition of this op"}
@@ -32,6 +33,7 @@ def op_table() -> list[dict]:
                 "ir_only": bool(cls is not None and cls.ir_only),
                 "webnn": webnn_entry(name) if cls is not None else undefined,
                 "neuralnetwork": neuralnetwork_entry(name) if cls is not None else undefined,
+                "onnx": onnx_entry(name) if cls is not None else undefined,
             }
         )
     return rows
