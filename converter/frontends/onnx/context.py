@@ -7,7 +7,12 @@ The IR is MIL's: tensors are fp16/fp32/int32/bool for arithmetic, with int8/uint
 
 - int64 and uint32/uint64 values are held as int32; fp64 (and bf16) values as fp32. Graph inputs
   and outputs of those types are declared with the held dtype; the ONNX type is kept in the
-  feature's ``extra["onnx_elem_type"]`` so that a writer can restore it.
+  feature's ``extra["onnx_elem_type"]`` so that a writer can restore it. (So a cast to bf16 or
+  fp64 does not round: results are at least as precise as ONNX's.)
+- float8 / float4 / int4 / uint4 / int2 / uint2 graph inputs and constants are held exactly in
+  fp32 / int8 / uint8; a result of those types (a Cast to float8, ...) is refused, since the IR
+  cannot round or saturate to them.
+- string and complex tensors are refused.
 - Compile-time constants (initializers, ``Constant``) keep their ONNX numpy array in `Ctx.arrays`
   (so shape/axes/pads parameters are read exactly, int64 included); they become IR ``const`` ops
   only when used as a tensor operand, narrowed then (int64 -> int32 after a range check: a value
@@ -41,6 +46,15 @@ IR_DTYPE: dict[int, str | None] = {
     TensorProto.BOOL: "bool", TensorProto.STRING: None, TensorProto.COMPLEX64: None,
     TensorProto.COMPLEX128: None,
 }
+#: Element types the IR can hold exactly in a wider dtype but cannot produce (it cannot round or
+#: saturate to them): accepted for graph inputs and constants, refused as a computed result.
+READ_ONLY_DTYPE: dict[int, str] = {
+    TensorProto.FLOAT8E4M3FN: "fp32", TensorProto.FLOAT8E4M3FNUZ: "fp32", TensorProto.FLOAT8E5M2: "fp32",
+    TensorProto.FLOAT8E5M2FNUZ: "fp32", TensorProto.INT4: "int8", TensorProto.UINT4: "uint8",
+}
+for _name, _held in (("FLOAT8E8M0", "fp32"), ("FLOAT4E2M1", "fp32"), ("INT2", "int8"), ("UINT2", "uint8")):
+    if hasattr(TensorProto, _name):  # newer onnx releases
+        READ_ONLY_DTYPE[getattr(TensorProto, _name)] = _held
 FLOATS = ("fp32", "fp16")
 NUMERIC = ("fp32", "fp16", "int32")
 _INT32 = np.iinfo(np.int32)
@@ -53,9 +67,12 @@ def elem_type_name(elem_type: int) -> str:
         return f"element type {elem_type}"
 
 
-def ir_dtype(elem_type: int, what: str = "a tensor") -> str:
-    """The IR dtype holding ONNX ``elem_type``; UnsupportedError when none can."""
+def ir_dtype(elem_type: int, what: str = "a tensor", *, read_only: bool = False) -> str:
+    """The IR dtype holding ONNX ``elem_type``; UnsupportedError when none can. ``read_only``:
+    also the types held in a wider dtype (graph inputs, constants; see READ_ONLY_DTYPE)."""
     dt = IR_DTYPE.get(elem_type)
+    if dt is None and read_only:
+        dt = READ_ONLY_DTYPE.get(elem_type)
     if dt is None:
         raise UnsupportedError(f"{what} of type {elem_type_name(elem_type)}, which Core ML programs cannot hold")
     return dt
@@ -75,6 +92,12 @@ def narrow(arr: np.ndarray, what: str) -> np.ndarray:
     if k.kind == "f":
         with np.errstate(over="ignore"):
             return arr.astype(np.float32)
+    if k.kind == "V":  # ml_dtypes' bf16, float8, float4, int4, int2 (onnx's numpy_helper gives them)
+        if k.name in ("int4", "int2"):
+            return arr.astype(np.int8)
+        if k.name in ("uint4", "uint2"):
+            return arr.astype(np.uint8)
+        return arr.astype(np.float32)
     raise UnsupportedError(f"{what} has numpy dtype {k}, which Core ML programs cannot hold")
 
 

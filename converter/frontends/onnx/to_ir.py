@@ -101,7 +101,7 @@ def _input_type(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol], label: str)
         raise UnsupportedError(f"graph input '{vi.name}' is a {which or 'untyped value'}; only tensors are supported",
                                file=label)
     tt = vi.type.tensor_type
-    dt = ir_dtype(tt.elem_type, f"graph input '{vi.name}'")
+    dt = ir_dtype(tt.elem_type, f"graph input '{vi.name}'", read_only=True)
     if not tt.HasField("shape"):
         raise UnsupportedError(f"graph input '{vi.name}' has no shape (unknown rank)", file=label)
     dims = []
@@ -193,7 +193,8 @@ def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: d
         if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
             v = ctx.fit(v, o.type.tensor_type.elem_type)
         counts[v] += 1
-        if v.producer is None or v.producer.type == "const" or counts[v] > 1:
+        is_input_itself = v.is_block_input and v.name == o.name  # ONNX lets a graph output be an input
+        if not is_input_itself and (v.producer is None or v.producer.type == "const" or counts[v] > 1):
             v = ctx.b.identity(x=v)  # an output needs an op of its own to carry its name
         chosen.append(v)
     chosen_set = set(chosen)
