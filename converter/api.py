@@ -76,8 +76,9 @@ def _in_memory(model: Any, weights_dir: str | os.PathLike | None) -> tuple[Any, 
 
 
 def load(path: ModelSource, *, weights_dir: str | os.PathLike | None = None) -> Program:
-    """Read a model into the IR: a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory), or
-    a WebNN graph (``model.js`` run under Node, or a ``.webnn.json`` graph file).
+    """Read a model into the IR: a Core ML model (``.mlmodel`` file or ``.mlpackage`` directory),
+    a WebNN graph (``model.js`` run under Node, or a ``.webnn.json`` graph file), or an ONNX model
+    (a ``.onnx`` file or an ``onnx.ModelProto``; converter/frontends/onnx).
 
     A model in memory is read without touching the disk: the bytes of a ``.mlmodel``, a Core ML
     ``Model`` protobuf message (``converter.formats.proto.Model_pb2.Model`` or coremltools'
@@ -85,8 +86,16 @@ def load(path: ModelSource, *, weights_dir: str | os.PathLike | None = None) -> 
     program keeps large weights in blob files beside its model (``@model_path/weights/...``);
     those are read from ``weights_dir`` (an ``MLModel``'s own ``weights_dir`` by default). The
     message or object given is not modified."""
+    from .frontends.onnx import is_onnx_source
     from .frontends.webnn import is_webnn_path
 
+    if is_onnx_source(path):
+        from .frontends.onnx import load_onnx
+
+        prog = load_onnx(path)
+        if isinstance(path, (str, os.PathLike)):
+            prog.meta[SOURCE_PATH] = os.path.abspath(path)
+        return prog
     given = _in_memory(path, weights_dir)
     if given is not None:
         from .formats.model_file import model_file_from_message

@@ -1,0 +1,175 @@
+"""Reading an ONNX model: the protobuf, its external data, its initializers, its inferred types.
+
+Initializers are numpy views where the data allows: ``raw_data`` through ``np.frombuffer`` (the
+bytes object protobuf hands out; no further copy) and external data through ``np.memmap`` of the
+data file (nothing read until used). Typed fields (``float_data`` ...) and bf16 need a copy.
+The caller's ``ModelProto`` is never modified: shape inference works on a copy that holds only the
+small initializers (large ones are declared as typed graph inputs instead, so a big model is not
+serialized twice).
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import onnx
+from google.protobuf.message import DecodeError
+from onnx import TensorProto, helper, numpy_helper
+
+from ...errors import FormatError, UnsupportedError
+
+#: Initializers up to this size stay in the model given to shape inference (its data propagation
+#: reads shape-like constants); larger ones are declared as typed inputs.
+INFERENCE_INLINE_BYTES = 1 << 16
+
+_RAW_DTYPES: dict[int, str] = {
+    TensorProto.FLOAT: "<f4", TensorProto.DOUBLE: "<f8", TensorProto.FLOAT16: "<f2", TensorProto.INT64: "<i8",
+    TensorProto.INT32: "<i4", TensorProto.INT16: "<i2", TensorProto.INT8: "i1", TensorProto.UINT64: "<u8",
+    TensorProto.UINT32: "<u4", TensorProto.UINT16: "<u2", TensorProto.UINT8: "u1", TensorProto.BOOL: "?",
+}
+
+
+@dataclass
+class ModelSource:
+    model: onnx.ModelProto
+    label: str  # the file name, or "<bytes>" / "<ModelProto>", for messages
+    base_dir: Path | None  # where external data files are looked up
+
+
+def read_model(source: Any, base_dir: str | os.PathLike | None = None) -> ModelSource:
+    """Parse a path, bytes or ``onnx.ModelProto`` (the message is used as it is, never modified)."""
+    if isinstance(source, onnx.ModelProto):
+        return ModelSource(source, "<ModelProto>", Path(base_dir) if base_dir is not None else None)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return ModelSource(_parse(bytes(source), "<bytes>"), "<bytes>",
+                           Path(base_dir) if base_dir is not None else None)
+    if isinstance(source, (str, os.PathLike)):
+        path = Path(source)
+        label = str(path)
+        try:
+            data = path.read_bytes()
+        except IsADirectoryError:
+            raise FormatError("is a folder, not an ONNX model file", file=label) from None
+        except OSError as e:
+            raise FormatError(f"cannot read the file: {e.strerror or e}", file=label) from None
+        return ModelSource(_parse(data, label), label, Path(base_dir) if base_dir is not None else path.parent)
+    raise UnsupportedError(f"cannot load a {type(source).__name__} as an ONNX model: give a path, bytes or an "
+                           "onnx.ModelProto")
+
+
+def _parse(data: bytes, label: str) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    try:
+        m.ParseFromString(data)
+    except (DecodeError, RuntimeError, ValueError) as e:
+        raise FormatError(f"not an ONNX model (protobuf parse failed: {e})", file=label) from None
+    if not m.HasField("graph"):
+        raise FormatError("the ONNX model has no graph", file=label)
+    return m
+
+
+def tensor_array(t: onnx.TensorProto, src: ModelSource) -> np.ndarray:
+    """The tensor's data as numpy, in its ONNX dtype (a view where possible, see module doc)."""
+    dims = tuple(int(d) for d in t.dims)
+    if any(d < 0 for d in dims):
+        raise FormatError(f"tensor '{t.name}' has a negative dimension {list(dims)}", file=src.label)
+    count = int(np.prod(dims, dtype=np.int64)) if dims else 1
+    if t.data_type == TensorProto.STRING:
+        raise UnsupportedError(f"tensor '{t.name}' holds strings, which the IR's operations cannot take",
+                               file=src.label)
+    if t.data_location == TensorProto.EXTERNAL:
+        return _external(t, dims, count, src)
+    raw = _RAW_DTYPES.get(t.data_type)
+    if t.HasField("raw_data") and raw is not None:
+        buf = t.raw_data
+        want = count * np.dtype(raw).itemsize
+        if len(buf) != want:
+            raise FormatError(f"tensor '{t.name}' has {len(buf)} bytes of raw data, its shape {list(dims)} needs "
+                              f"{want}", file=src.label)
+        return np.frombuffer(buf, dtype=raw).reshape(dims)
+    try:
+        arr = numpy_helper.to_array(t)
+    except Exception as e:  # noqa: BLE001 - onnx raises several kinds for malformed tensors
+        raise FormatError(f"tensor '{t.name}' cannot be read: {e}", file=src.label) from None
+    if arr.size != count:
+        raise FormatError(f"tensor '{t.name}' holds {arr.size} values, its shape {list(dims)} needs {count}",
+                          file=src.label)
+    return arr.reshape(dims)
+
+
+def _external(t: onnx.TensorProto, dims: tuple[int, ...], count: int, src: ModelSource) -> np.ndarray:
+    info = {e.key: e.value for e in t.external_data}
+    raw = _RAW_DTYPES.get(t.data_type)
+    if raw is None:
+        raise UnsupportedError(f"tensor '{t.name}': external data of type "
+                               f"{TensorProto.DataType.Name(t.data_type)} is not supported", file=src.label)
+    if src.base_dir is None:
+        raise FormatError(f"tensor '{t.name}' keeps its data in the external file '{info.get('location')}': load "
+                          "the model from its path (or give base_dir)", file=src.label)
+    location = info.get("location", "")
+    rel = Path(location)
+    if not location or rel.is_absolute() or ".." in rel.parts:
+        raise FormatError(f"tensor '{t.name}': external data location '{location}' must be a relative path "
+                          "inside the model's folder", file=src.label)
+    path = src.base_dir / rel
+    try:
+        offset = int(info.get("offset", 0))
+        nbytes = count * np.dtype(raw).itemsize
+        length = int(info.get("length", nbytes))
+    except ValueError:
+        raise FormatError(f"tensor '{t.name}': bad external data offset/length", file=src.label) from None
+    if length != nbytes or offset < 0:
+        raise FormatError(f"tensor '{t.name}': external data length {length} at offset {offset}, its shape "
+                          f"{list(dims)} needs {nbytes} bytes", file=src.label)
+    try:
+        size = path.stat().st_size
+    except OSError as e:
+        raise FormatError(f"tensor '{t.name}': cannot read external data file '{location}': {e.strerror or e}",
+                          file=src.label) from None
+    if offset + nbytes > size:
+        raise FormatError(f"tensor '{t.name}': external data file '{location}' has {size} bytes, the tensor needs "
+                          f"{nbytes} at offset {offset}", file=src.label)
+    if nbytes == 0:
+        return np.zeros(dims, dtype=raw)
+    return np.memmap(path, dtype=raw, mode="r", offset=offset, shape=dims)
+
+
+def _copy_fields(src: Any, dst: Any, skip: str) -> None:
+    """Copy every set field of message ``src`` into ``dst`` except ``skip`` (no deep copy of it)."""
+    for fd, val in src.ListFields():
+        if fd.name == skip:
+            continue
+        if fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED:
+            getattr(dst, fd.name).extend(val)
+        elif fd.message_type:
+            getattr(dst, fd.name).CopyFrom(val)
+        else:
+            setattr(dst, fd.name, val)
+
+
+def inferred_types(src: ModelSource) -> onnx.GraphProto:
+    """The main graph after onnx's shape inference (strict, with data propagation), with inputs,
+    outputs and value_info typed where onnx could infer them."""
+    m = src.model
+    slim = onnx.ModelProto()
+    _copy_fields(m, slim, skip="graph")
+    g = slim.graph
+    _copy_fields(m.graph, g, skip="initializer")
+    inputs = {i.name for i in g.input}
+    for t in m.graph.initializer:
+        if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= INFERENCE_INLINE_BYTES:
+            g.initializer.append(t)
+        elif t.name not in inputs:
+            g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    try:
+        inferred = onnx.shape_inference.infer_shapes(slim, check_type=True, strict_mode=True, data_prop=True)
+    except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
+        msg = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise FormatError(f"ONNX shape inference failed: {msg}", file=src.label) from None
+    except Exception as e:  # noqa: BLE001 - onnx's C++ layer raises plain RuntimeError/ValueError too
+        raise FormatError(f"ONNX shape inference failed: {type(e).__name__}: {e}", file=src.label) from None
+    return inferred.graph

@@ -1,0 +1,208 @@
+"""An ONNX model -> an IR `Program` (one function, ``main``, MIL opset iOS18).
+
+Order of work: the opsets and every node are checked first (one UnsupportedError lists every
+op type the IR cannot take, with the reason for each), then onnx's shape inference types the
+graph, then the nodes are mapped one by one through the registry. Graph inputs and outputs keep
+their names; ``dim_param`` names become IR symbols (one symbol per name, shared across inputs),
+unnamed unknown dims fresh symbols. Initializers that are also graph inputs (IR version < 4
+defaults) are treated as constants.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+import numpy as np
+import onnx
+from onnx import defs
+
+from ...errors import ConverterError, FormatError, UnsupportedError
+from ...ir.builder import Builder
+from ...ir.core import FeatureInfo, Function, Program, Value
+from ...ir.types import Symbol, TensorType, dtype, fresh_symbol
+from . import ops  # noqa: F401  (fills the registry)
+from .context import Ctx, Node, elem_type_name, ir_dtype
+from .model_file import ModelSource, inferred_types, tensor_array
+from .registry import find_mapping
+
+#: MIL opset of the programs built (the widest dtype support of the ops used).
+OPSET = "iOS18"
+DEFAULT_DOMAINS = ("", "ai.onnx")
+
+
+def default_opset(src: ModelSource) -> int | None:
+    """The model's default-domain opset (None when it imports none); UnsupportedError when newer
+    than the onnx package knows."""
+    versions = {imp.domain: imp.version for imp in src.model.opset_import}
+    version = versions.get("", versions.get("ai.onnx"))
+    if version is None:
+        return None
+    newest = defs.onnx_opset_version()
+    if version > newest:
+        raise UnsupportedError(f"the model uses ONNX opset {version}; this converter knows opsets up to {newest}",
+                               file=src.label)
+    return version
+
+
+def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
+    try:
+        return defs.get_schema(op_type, opset, "")
+    except defs.SchemaError:
+        return None
+
+
+def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> list[Node]:
+    """The main graph's nodes, in order, with their schema versions; raises one UnsupportedError
+    listing every op type that has no mapping (with the nodes using it and why)."""
+    problems: dict[str, tuple[str, list[str]]] = {}
+    nodes: list[Node] = []
+    for i, n in enumerate(graph.node):
+        where = n.name or (n.output[0] if n.output else f"#{i}")
+        if n.domain not in DEFAULT_DOMAINS:
+            key = f"{n.domain}::{n.op_type}"
+            problems.setdefault(key, (f"domain '{n.domain}' is not supported (only the default ONNX domain)", []))
+            problems[key][1].append(where)
+            continue
+        if opset is None:
+            raise FormatError("the model imports no opset of the default ONNX domain, which its node uses",
+                              file=label, op=where, op_type=n.op_type)
+        schema = _schema(n.op_type, opset)
+        if schema is None:
+            problems.setdefault(n.op_type, (f"not an ONNX operator at opset {opset}", []))[1].append(where)
+            continue
+        found = find_mapping(n.op_type, schema.since_version)
+        if isinstance(found, str):
+            problems.setdefault(n.op_type, (found, []))[1].append(where)
+            continue
+        nodes.append(Node(n, schema, schema.since_version, {a.name: a for a in n.attribute}))
+    if problems:
+        lines = []
+        for op, (why, wheres) in sorted(problems.items()):
+            shown = ", ".join(repr(w) for w in wheres[:3]) + (f" and {len(wheres) - 3} more" if len(wheres) > 3 else "")
+            lines.append(f"{op} ({why}; nodes {shown})")
+        raise UnsupportedError(f"{len(problems)} unsupported ONNX op type(s): " + "; ".join(lines), file=label,
+                               details=sorted(problems))
+    return nodes
+
+
+def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for vi in (*g.input, *g.value_info, *g.output):
+        if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
+            out[vi.name] = vi.type.tensor_type.elem_type
+    for t in g.initializer:
+        out[t.name] = t.data_type
+    return out
+
+
+def _input_type(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol], label: str) -> TensorType:
+    which = vi.type.WhichOneof("value")
+    if which != "tensor_type":
+        raise UnsupportedError(f"graph input '{vi.name}' is a {which or 'untyped value'}; only tensors are supported",
+                               file=label)
+    tt = vi.type.tensor_type
+    dt = ir_dtype(tt.elem_type, f"graph input '{vi.name}'", read_only=True)
+    if not tt.HasField("shape"):
+        raise UnsupportedError(f"graph input '{vi.name}' has no shape (unknown rank)", file=label)
+    dims = []
+    for d in tt.shape.dim:
+        if d.HasField("dim_value"):
+            if d.dim_value < 0:
+                raise FormatError(f"graph input '{vi.name}' has a negative dimension", file=label)
+            dims.append(int(d.dim_value))
+        elif d.dim_param:
+            dims.append(symbols.setdefault(d.dim_param, Symbol(d.dim_param)))
+        else:
+            dims.append(fresh_symbol())
+    return TensorType(dtype(dt), tuple(dims))
+
+
+def graph_to_program(src: ModelSource) -> Program:
+    label = src.label
+    opset = default_opset(src)
+    nodes = check_supported(src.model.graph, opset, label)
+    typed = inferred_types(src)
+    prog = Program()
+    fn = Function("main", OPSET)
+    prog.add_function(fn)
+    ctx = Ctx(Builder(fn.block), src, label)
+    ctx.elem_types = _elem_types(typed)
+    prog.meta["onnx"] = {"opset": opset, "ir_version": src.model.ir_version,
+                         "producer": f"{src.model.producer_name} {src.model.producer_version}".strip()}
+    for t in src.model.graph.initializer:
+        ctx.arrays[t.name] = tensor_array(t, src)
+    symbols: dict[str, Symbol] = {}
+    typed_inputs = {vi.name: vi for vi in typed.input}
+    for vi in src.model.graph.input:
+        if vi.name in ctx.arrays:
+            continue
+        v = fn.block.new_input(vi.name, _input_type(typed_inputs.get(vi.name, vi), symbols, label))
+        ctx.values[vi.name] = v
+        ctx.elem_types.setdefault(vi.name, vi.type.tensor_type.elem_type)
+        fn.input_info[vi.name] = FeatureInfo(vi.name, extra={"onnx_elem_type": elem_type_name(ctx.elem_types[vi.name])})
+    unavailable: dict[str, str] = {}
+    for node in nodes:
+        _map_node(ctx, node, unavailable)
+    _name_outputs(ctx, fn, src.model.graph, unavailable)
+    return prog
+
+
+def _map_node(ctx: Ctx, node: Node, unavailable: dict[str, str]) -> None:
+    ctx.node = node
+    mapping = find_mapping(node.op_type, node.version)
+    assert not isinstance(mapping, str)
+    for name in node.proto.input:
+        if name and name in unavailable:
+            raise ctx.unsupported(f"input '{name}' is an output the converter cannot give: {unavailable[name]}")
+    try:
+        results = list(mapping.fn(ctx, node))
+        if len(results) > len(node.proto.output):
+            results = results[: len(node.proto.output)]
+        results += [None] * (len(node.proto.output) - len(results))
+        for name, v in zip(node.proto.output, results):
+            if not name:
+                continue
+            if v is None:
+                unavailable[name] = f"optional output of {node.op_type} not supported"
+            elif isinstance(v, np.ndarray):
+                ctx.arrays[name] = v  # known at conversion time: kept in its ONNX dtype
+                ctx.elem_types.setdefault(name, onnx.helper.np_dtype_to_tensor_dtype(v.dtype))
+            else:
+                ctx.values[name] = ctx.fit(v, ctx.elem_types.get(name))
+    except ConverterError as e:
+        if isinstance(e, (FormatError, UnsupportedError)):
+            raise e.with_location(file=ctx.file, op=node.name, op_type=node.op_type) from None
+        raise FormatError(f"the node cannot be built: {e.message}", file=ctx.file, op=node.name,
+                          op_type=node.op_type) from None
+    except (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
+        raise FormatError(f"invalid arguments for the operand shapes ({type(e).__name__}: {e})", file=ctx.file,
+                          op=node.name, op_type=node.op_type) from None
+
+
+def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: dict[str, str]) -> None:
+    """Give the output values the graph's output names exactly (an output that is an input, a
+    constant or another output gets an identity op of its own to carry the name)."""
+    ctx.node = None
+    wanted = {o.name for o in graph.output}
+    chosen: list[Value] = []
+    counts: dict[Value, int] = defaultdict(int)
+    for o in graph.output:
+        if o.name in unavailable:
+            raise UnsupportedError(f"graph output '{o.name}': {unavailable[o.name]}", file=ctx.file)
+        v = ctx.value(o.name)
+        if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
+            v = ctx.fit(v, o.type.tensor_type.elem_type)
+        counts[v] += 1
+        is_input_itself = v.is_block_input and v.name == o.name  # ONNX lets a graph output be an input
+        if not is_input_itself and (v.producer is None or v.producer.type == "const" or counts[v] > 1):
+            v = ctx.b.identity(x=v)  # an output needs an op of its own to carry its name
+        chosen.append(v)
+    chosen_set = set(chosen)
+    for v in list(fn.values()):
+        if v.name in wanted and v not in chosen_set:
+            v.name = fn.names.unique(f"{v.name}_internal")
+    for o, v in zip(graph.output, chosen):
+        v.name = o.name
+        et = ctx.elem_types.get(o.name) or o.type.tensor_type.elem_type
+        fn.output_info[o.name] = FeatureInfo(o.name, extra={"onnx_elem_type": elem_type_name(et)})
+    fn.block.set_outputs(chosen)
