@@ -22,6 +22,8 @@ _FAMILIES = (
     "elementwise",
     "activation",
     "cast",
+    "linalg",
+    "conv",
 )
 
 
