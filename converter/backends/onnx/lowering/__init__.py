@@ -24,6 +24,8 @@ _FAMILIES = (
     "cast",
     "linalg",
     "conv",
+    "normalize",
+    "reduce",
 )
 
 

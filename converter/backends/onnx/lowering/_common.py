@@ -69,3 +69,20 @@ def axes_input(e: OnnxEmitter, axes: Any) -> str:
 def to_int64(e: OnnxEmitter, op: Op, key: str) -> str:
     """An integer input as int64 (what ONNX's shape and index inputs take)."""
     return input_as(e, op, key, "int64")
+
+
+def reduce_node(e: OnnxEmitter, onnx_op: str, x: str, axes: list[int] | None, keepdims: bool,
+                outputs: Any = 1) -> str:
+    """A Reduce* node over ``axes`` (None: every axis). ONNX moved ``axes`` from an attribute to
+    an input in opset 18 (ReduceSum in 13)."""
+    keep = int(bool(keepdims))
+    if axes is None:
+        return e.node(onnx_op, [x], outputs, keepdims=keep)
+    if onnx_op == "ReduceSum" or e.opset >= 18:
+        return e.node(onnx_op, [x, e.int64s(axes)], outputs, keepdims=keep)
+    return e.node(onnx_op, [x], outputs, keepdims=keep, axes=[int(a) for a in axes])
+
+
+def index_output(e: OnnxEmitter, op: Op, index: int, name: str) -> None:
+    """An int64 index tensor ``name`` as ``op``'s result ``index`` (int32 or uint16 in MIL)."""
+    e.node("Cast", [name], [e.out(op, index)], to=onnx_type(e.dtype(op.outputs[index])))
