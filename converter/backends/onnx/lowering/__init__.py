@@ -26,6 +26,8 @@ _FAMILIES = (
     "conv",
     "normalize",
     "reduce",
+    "shape",
+    "indexing",
 )
 
 
