@@ -167,3 +167,29 @@ def test_sliding_windows() -> None:
     x = np.arange(2 * 9, dtype=np.float32).reshape(2, 9)
     prog = program({"x": x}, lambda b, x: b.sliding_windows(x=x, axis=1, size=3, stride=2))
     _exact(prog, {"x": x}, np.stack([x[:, i:i + 3] for i in range(0, 7, 2)], axis=1))
+
+
+def test_reshape_like() -> None:
+    r1, r2 = np.zeros((6, 7), np.float32), np.zeros((2, 4, 5), np.float32)
+    prog = program({"x": X, "r1": r1, "r2": r2},
+                   lambda b, x, r1, r2: b.reshape_like(x=x, ref_tensors=(r1, r2), begins=[0, 1], ends=[1, 0],
+                                                       end_masks=[False, True]))
+    _exact(prog, {"x": X, "r1": r1, "r2": r2}, X.reshape(6, 4, 5))
+
+
+def test_space_to_batch_and_back() -> None:
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    pads = np.array([[1, 1], [2, 1]], np.int32)
+    prog = program({"x": x}, lambda b, x: b.space_to_batch(x=x, block_shape=[2, 4], paddings=pads))
+    # TF's SpaceToBatchND on NCHW: output batch (i_h * block_w + i_w) * N + n holds the padded
+    # input's pixels (i_h + block_h * y, i_w + block_w * x)
+    padded = np.pad(x, [(0, 0), (0, 0), (1, 1), (2, 1)])
+    want = np.zeros((16, 3, 3, 2), np.float32)
+    for ih in range(2):
+        for iw in range(4):
+            for n in range(2):
+                want[(ih * 4 + iw) * 2 + n] = padded[n, :, ih::2, iw::4]
+    _exact(prog, {"x": x}, want)
+    crops = np.array([[1, 1], [2, 1]], np.int32)
+    prog = program({"w": want}, lambda b, w: b.batch_to_space(x=w, block_shape=[2, 4], crops=crops))
+    _exact(prog, {"w": want}, x)

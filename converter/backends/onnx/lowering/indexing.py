@@ -20,7 +20,7 @@ from ....ir.core import Op
 from ....ir.types import is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
 from ._common import const_array, input_as, int_list, int_param, str_param, to_int64
-from .registry import lowering
+from .registry import lowering, unsupported
 from .shape import shape_of
 
 
@@ -170,3 +170,7 @@ def _slice_update(e: OnnxEmitter, op: Op) -> None:
     update = e.node("Reshape", [e.input(op, "update"), e.int64s(sliced_shape)])
     e.node("ScatterND", [e.input(op), e.constant(positions.astype(np.int64)), update], [e.out(op)])
 
+
+
+unsupported("ONNX graphs have no state: a stateful model's read_state / coreml_update_state have no ONNX form",
+            "read_state", "coreml_update_state")

@@ -367,3 +367,57 @@ def _sliding_windows(e: OnnxEmitter, op: Op) -> None:
     count = (int(n) - size) // stride + 1
     table = np.arange(count)[:, None] * stride + np.arange(size)[None, :]
     e.node("Gather", [e.input(op), e.constant(table.astype(np.int64))], [e.out(op)], axis=axis)
+
+
+@lowering("reshape_like", note="Reshape to the concatenated slices of the reference shapes")
+def _reshape_like(e: OnnxEmitter, op: Op) -> None:
+    out = e.tensor_type(op.outputs[0]).shape
+    if out is not None and all(is_static_dim(d) for d in out):
+        e.node("Reshape", [e.input(op), e.int64s([int(d) for d in out])], [e.out(op)], allowzero=1)
+        return
+    begins, ends = int_list(e, op, "begins"), int_list(e, op, "ends")
+    masks = [bool(m) for m in np.asarray(e.const_param(op, "end_masks")).reshape(-1)]
+    parts = []
+    for ref, b, en, m in zip(op.inputs["ref_tensors"], begins, ends, masks):
+        shape = e.node("Shape", [e.name(ref)])
+        parts.append(e.node("Slice", [shape, e.int64s([b]), e.int64s([INT64_MAX if m else en])]))
+    e.node("Reshape", [e.input(op), e.node("Concat", parts, axis=0)], [e.out(op)], allowzero=1)
+
+
+def _batch_space_params(e: OnnxEmitter, op: Op, amounts: str) -> tuple[list[int], list[list[int]], list[int]]:
+    shape = e.tensor_type(op.inputs["x"]).shape
+    if not all(is_static_dim(d) for d in shape):
+        raise LoweringError(f"{op.type} of a symbolic shape")
+    block = int_list(e, op, "block_shape")
+    pairs = np.asarray(e.const_param(op, amounts)).astype(int).reshape(2, 2).tolist()
+    return block, pairs, [int(d) for d in shape]
+
+
+@lowering("space_to_batch", kind="decomposed", note="Pad, Reshape, Transpose, Reshape (TensorFlow's order)")
+def _space_to_batch(e: OnnxEmitter, op: Op) -> None:
+    (bh, bw), ((t, b), (left, r)), (n, c, h, w) = _batch_space_params(e, op, "paddings")
+    x = e.input(op)
+    if t or b or left or r:
+        x = e.node("Pad", [x, e.int64s([0, 0, t, left, 0, 0, b, r])], mode="constant")
+    h, w = h + t + b, w + left + r
+    six = e.node("Reshape", [x, e.int64s([n, c, h // bh, bh, w // bw, bw])])
+    moved = e.node("Transpose", [six], perm=[3, 5, 0, 1, 2, 4])  # [bh, bw, N, C, H/bh, W/bw]
+    e.node("Reshape", [moved, e.int64s([bh * bw * n, c, h // bh, w // bw])], [e.out(op)])
+
+
+@lowering("batch_to_space", kind="decomposed", note="Reshape, Transpose, Reshape, Slice (TensorFlow's order)")
+def _batch_to_space(e: OnnxEmitter, op: Op) -> None:
+    (bh, bw), ((t, b), (left, r)), (nb, c, h, w) = _batch_space_params(e, op, "crops")
+    n = nb // (bh * bw)
+    six = e.node("Reshape", [e.input(op), e.int64s([bh, bw, n, c, h, w])])
+    moved = e.node("Transpose", [six], perm=[2, 3, 4, 0, 5, 1])  # [N, C, H, bh, W, bw]
+    full = e.node("Reshape", [moved, e.int64s([n, c, h * bh, w * bw])])
+    e.node("Slice", [full, e.int64s([t, left]), e.int64s([h * bh - b, w * bw - r]), e.int64s([2, 3])], [e.out(op)])
+
+
+@lowering("_const_symbolic", note="initializer (coremltools' constant of known values)")
+def _const_symbolic(e: OnnxEmitter, op: Op) -> None:
+    val = np.asarray(op.attributes.get("val"))
+    if val.dtype == object:
+        raise LoweringError("a constant holding symbolic sizes")
+    e.bind(op.outputs[0], e.constant(val.astype(e.dtype(op.outputs[0]).storage)))
