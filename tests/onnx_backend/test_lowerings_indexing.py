@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .helpers import only, program, run_both
+from .helpers import OPSET, only, program, run_both
 
 X = np.arange(3 * 4 * 5, dtype=np.float32).reshape(3, 4, 5) * 0.5 - 7.0
 
@@ -52,7 +52,8 @@ def _sequential(data: np.ndarray, positions: list[tuple], updates: list, mode: s
     return out
 
 
-MODES = ["update", "add", "sub", "mul", "max", "min"]
+# max and min reductions exist from opset 18 (test_scatter_div_is_refused_and_max_needs_opset_18)
+MODES = ["update", "add", "sub", "mul"] + (["max", "min"] if OPSET >= 18 else [])
 
 
 @pytest.mark.parametrize("mode", MODES)

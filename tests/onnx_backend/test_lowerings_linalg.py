@@ -101,3 +101,14 @@ def test_scaled_dot_product_attention(mask: str | None) -> None:
                                                             torch.from_numpy(v), attn_mask=tm).numpy()
     assert_close(only(got), want, 1e-5)
     assert_close(only(got), only(interp), 1e-5)
+
+
+def test_matmul_with_a_constant_of_another_dtype() -> None:
+    """iOS17: one const operand may have another dtype; the result takes the other's (fp16 here)."""
+    x = _r(3, 4).astype(np.float16)
+    c = _r(4, 2)
+    prog = program({"x": x}, lambda b, x: b.matmul(x=x, y=c), opset="iOS17")
+    got, interp = run_both(prog, {"x": x})
+    assert only(got).dtype == np.float16
+    assert_close(only(got), x.astype(np.float64) @ c.astype(np.float64), 2e-3)
+    assert_close(only(got), only(interp), 1e-3)

@@ -193,3 +193,27 @@ def test_space_to_batch_and_back() -> None:
     crops = np.array([[1, 1], [2, 1]], np.int32)
     prog = program({"w": want}, lambda b, w: b.batch_to_space(x=w, block_shape=[2, 4], crops=crops))
     _exact(prog, {"w": want}, x)
+
+
+@pytest.mark.parametrize(("seq_axis", "batch_axis"), [(0, 1), (1, 0)])
+def test_reverse_sequence_on_axes_0_and_1(seq_axis: int, batch_axis: int) -> None:
+    x = np.arange(4 * 3 * 2, dtype=np.float32).reshape(4, 3, 2) if seq_axis == 0 else \
+        np.arange(3 * 4 * 2, dtype=np.float32).reshape(3, 4, 2)
+    lengths = np.array([2, 4, 1], np.int32)
+    prog = program({"x": x}, lambda b, x: b.reverse_sequence(x=x, lengths=lengths, seq_axis=seq_axis,
+                                                             batch_axis=batch_axis))
+    xs = np.moveaxis(x, (batch_axis, seq_axis), (0, 1))
+    want = xs.copy()
+    for i, n in enumerate(lengths):
+        want[i, :n] = xs[i, :n][::-1]
+    _exact(prog, {"x": x}, np.moveaxis(want, (0, 1), (batch_axis, seq_axis)))
+
+
+@pytest.mark.parametrize("opset", [17, 18])
+def test_split_of_a_symbolic_size_into_equal_pieces(opset: int) -> None:
+    n = Symbol("n")
+    prog = new_program([("x", TensorType(fp32, (2, n)))], lambda b, x: b.split(x=x, num_splits=2, axis=1))
+    sess = session(prog, opset)
+    x = np.arange(12, dtype=np.float32).reshape(2, 6)
+    for got, want in zip(sess.run(None, {"x": x}), np.split(x, 2, axis=1)):
+        np.testing.assert_array_equal(got, want)
