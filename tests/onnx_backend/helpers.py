@@ -18,7 +18,6 @@ from converter.ir.builder import new_program
 from converter.ir.core import Program
 from converter.ir.types import TensorType, dtype_of_array
 
-
 #: the opset the tests write by default (CONVERTER_ONNX_TEST_OPSET=17 runs them at the lowest one)
 OPSET = int(os.environ.get("CONVERTER_ONNX_TEST_OPSET", "21"))
 
