@@ -217,3 +217,13 @@ def test_split_of_a_symbolic_size_into_equal_pieces(opset: int) -> None:
     x = np.arange(12, dtype=np.float32).reshape(2, 6)
     for got, want in zip(sess.run(None, {"x": x}), np.split(x, 2, axis=1)):
         np.testing.assert_array_equal(got, want)
+
+
+def test_reshape_of_symbolic_sizes_into_a_minus_one() -> None:
+    n, m = Symbol("n"), Symbol("m")
+    prog = new_program([("x", TensorType(fp32, (n, 2, m)))], lambda b, x: b.reshape(x=x, shape=[2, -1, 1]),
+                       opset="iOS15")
+    sess = session(prog)
+    for shape in ((2, 2, 3), (3, 2, 4)):
+        x = np.arange(np.prod(shape), dtype=np.float32).reshape(shape)
+        np.testing.assert_array_equal(sess.run(None, {"x": x})[0], x.reshape(2, -1, 1))

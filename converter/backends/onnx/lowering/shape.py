@@ -52,11 +52,10 @@ def _reshape(e: OnnxEmitter, op: Op) -> None:
         src = e.tensor_type(xv).shape or ()
         # static sizes as they are, symbolic ones gathered from x's shape, at most one other as -1
         dims = [d if is_static_dim(d) or d in src else -1 for d in out]
-        if dims.count(-1) > 1:
-            raise LoweringError(f"output shape {[str(d) for d in out]} has more than one size not known from x")
-        target = shape_of(e, xv, dims)
-        e.node("Reshape", [x, target], [e.out(op)], allowzero=1 if zero_dim else None)
-        return
+        if dims.count(-1) <= 1:
+            e.node("Reshape", [x, shape_of(e, xv, dims)], [e.out(op)], allowzero=1 if zero_dim else None)
+            return
+        # several sizes that are expressions of x's: the literal target, with MIL's 0 rules below
     shape = to_int64(e, op, "shape")
     rank = e.tensor_type(xv).rank
     length = e.tensor_type(op.inputs["shape"]).shape
