@@ -137,3 +137,12 @@ def test_slice_update() -> None:
     want = X.copy()
     want[0:3:2, -1:0:-2, 0:5] = upd
     _exact(prog, {"x": X, "u": upd}, want)
+
+
+def test_gather_with_batch_dims_below_axis() -> None:
+    """tf.gather(x, idx, axis=2, batch_dims=1): per batch b, np.take(x[b], idx[b], axis=1)."""
+    x = np.arange(2 * 3 * 4 * 5, dtype=np.float32).reshape(2, 3, 4, 5)
+    idx = np.array([[[3, 0], [1, 1], [2, 3]], [[0, 2], [3, 3], [1, 0]]], np.int32)  # [2, 3, 2]
+    prog = program({"x": x, "i": idx}, lambda b, x, i: b.gather(x=x, indices=i, axis=2, batch_dims=1), opset="iOS16")
+    want = np.stack([np.take(x[k], idx[k], axis=1) for k in range(2)])
+    _exact(prog, {"x": x, "i": idx}, want)

@@ -24,7 +24,8 @@ from .registry import lowering, unsupported
 from .shape import shape_of
 
 
-@lowering("gather", note="Gather (batch_dims: GatherND over the paired leading dims)")
+@lowering("gather", note="Gather (batch_dims: GatherND over the paired leading dims, Transposes when axis > "
+                         "batch_dims)")
 def _gather(e: OnnxEmitter, op: Op) -> None:
     xv = op.inputs["x"]
     rank = e.rank(xv)
@@ -34,12 +35,20 @@ def _gather(e: OnnxEmitter, op: Op) -> None:
     if batch == 0:
         e.node("Gather", [e.input(op), idx], [e.out(op)], axis=axis)
         return
+    n_idx = e.rank(op.inputs["indices"])
     if batch < 0:
-        batch += e.rank(op.inputs["indices"])
-    if axis != batch:
-        raise LoweringError(f"batch_dims {batch} with axis {axis} (only axis == batch_dims has an ONNX form here)")
+        batch += n_idx
     rows = e.node("Unsqueeze", [idx, e.int64s([-1])])
-    e.node("GatherND", [e.input(op), rows], [e.out(op)], batch_dims=batch)
+    if axis == batch:
+        e.node("GatherND", [e.input(op), rows], [e.out(op)], batch_dims=batch)
+        return
+    # x [B, M, A, R] -> [B, A, M, R]; GatherND gives [B, I, M, R]; then to MIL's [B, M, I, R]
+    n_i, n_m, n_r = n_idx - batch, axis - batch, rank - axis - 1
+    to_front = list(range(batch)) + [axis] + list(range(batch, axis)) + list(range(axis + 1, rank))
+    gathered = e.node("GatherND", [e.node("Transpose", [e.input(op)], perm=to_front), rows], batch_dims=batch)
+    perm = (list(range(batch)) + [batch + n_i + j for j in range(n_m)] + [batch + j for j in range(n_i)]
+            + [batch + n_i + n_m + j for j in range(n_r)])
+    e.node("Transpose", [gathered], [e.out(op)], perm=perm)
 
 
 @lowering("gather_nd", note="GatherND")
