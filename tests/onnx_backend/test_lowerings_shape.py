@@ -146,6 +146,9 @@ def test_shape_fill_range() -> None:
     i = np.array([10], np.int32)
     prog = program({"i": i}, lambda b, i: b.range_1d(start=np.int32(-2), end=b.squeeze(x=i), step=np.int32(3)))
     _exact(prog, {"i": i}, np.arange(-2, 10, 3, dtype=np.int32))
+    h = np.array([2.0], np.float16)  # ONNX Range has no float16
+    prog = program({"h": h}, lambda b, h: b.range_1d(start=b.squeeze(x=h), end=np.float16(9.0), step=np.float16(1.5)))
+    _exact(prog, {"h": h}, np.arange(2.0, 9.0, 1.5).astype(np.float16))
 
 
 def test_depth_space_rearrangements_vs_torch() -> None:

@@ -310,9 +310,13 @@ def _fill_like(e: OnnxEmitter, op: Op) -> None:
     e.node("Expand", [value, shape_of(e, op.inputs["ref_tensor"])], [e.out(op)])
 
 
-@lowering("range_1d", note="Range")
+@lowering("range_1d", note="Range (fp16: computed in fp32, then Cast; ONNX Range has no float16)")
 def _range_1d(e: OnnxEmitter, op: Op) -> None:
     dt = e.dtype(op.outputs[0])
+    if dt.name == "fp16":
+        r = e.node("Range", [input_as(e, op, k, "fp32") for k in ("start", "end", "step")])
+        e.node("Cast", [r], [e.out(op)], to=onnx_type(dt))
+        return
     e.node("Range", [input_as(e, op, k, dt) for k in ("start", "end", "step")], [e.out(op)])
 
 
