@@ -125,12 +125,20 @@ def test_reduce_log_sum_and_empty_axes() -> None:
 
 def test_int_reductions() -> None:
     x = np.array([[7, -3, 2], [-9, 4, 4]], np.int32)
+    # mean: 6/3 = 2, -1/3 -> 0 (toward zero); l2: sqrt(62) = 7.87 -> 7, sqrt(113) = 10.6 -> 10;
+    # log_sum_exp: 7.0067 -> 7, 4.6931 -> 4; log_sum of [7+(-3)+2 = 6, -1]: 1.79 -> 1, NaN -> int32 min
     for op, want in (("reduce_sum", [6, -1]), ("reduce_mean", [2, 0]), ("reduce_max", [7, 4]),
-                     ("reduce_prod", [-42, -144])):
+                     ("reduce_prod", [-42, -144]), ("reduce_l2_norm", [7, 10]), ("reduce_log_sum_exp", [7, 4]),
+                     ("reduce_log_sum", [1, -(2**31)])):
         prog = program({"x": x}, lambda b, x, op=op: getattr(b, op)(x=x, axes=[1]))
         got, interp = run_both(prog, {"x": x})
         np.testing.assert_array_equal(only(got), np.array(want, np.int32), err_msg=op)
         np.testing.assert_array_equal(only(got), only(interp), err_msg=op)
+    big = np.array([[50000, -50000, 3]], np.int32)  # squares overflow int32: the norm is computed in float64
+    prog = program({"x": big}, lambda b, x: b.reduce_l2_norm(x=x, axes=[1]))
+    got, interp = run_both(prog, {"x": big})
+    np.testing.assert_array_equal(only(got), np.array([70710], np.int32))  # sqrt(5e9 + 9) = 70710.68
+    np.testing.assert_array_equal(only(got), only(interp))
 
 
 @pytest.mark.parametrize("op", ["reduce_argmax", "reduce_argmin"])

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from ....ir.core import Op
-from ..emitter import OnnxEmitter
+from ..emitter import OnnxEmitter, onnx_type
 from ._common import bool_param, index_output, int_param, reduce_node
 from .registry import lowering
 
@@ -43,7 +43,27 @@ def _lower_reduce(e: OnnxEmitter, op: Op) -> None:
     if axes is not None and not axes:
         _elementwise_part(e, op, x)
         return
-    reduce_node(e, _REDUCE[op.type], x, axes, bool_param(e, op, "keep_dims"), [e.out(op)])
+    keep = bool_param(e, op, "keep_dims")
+    dt = e.dtype(op.inputs["x"])
+    if dt.is_int and op.type in _REAL_VALUED:
+        r = reduce_node(e, _REDUCE[op.type], e.cast(x, "fp64"), axes, keep)
+        _truncate(e, r, dt, e.out(op))
+        return
+    reduce_node(e, _REDUCE[op.type], x, axes, keep, [e.out(op)])
+
+
+#: reductions whose value is real for integer inputs: MIL computes them in float64 and truncates
+_REAL_VALUED = frozenset({"reduce_mean", "reduce_l2_norm", "reduce_log_sum", "reduce_log_sum_exp"})
+
+
+def _truncate(e: OnnxEmitter, r: str, dt, out: str) -> None:  # noqa: ANN001 - DType
+    """A float64 result toward zero into integer ``dt``, saturating; NaN gives the lowest value
+    (the IR kernel's rule for these reductions)."""
+    lo, hi = dt.value_range()
+    low = e.scalar(float(lo), "fp64")
+    r = e.node("Where", [e.node("IsNaN", [r]), low, r])
+    clipped = e.node("Clip", [r, low, e.scalar(float(hi), "fp64")])
+    e.node("Cast", [clipped], [out], to=onnx_type(dt))
 
 
 for _t, _onnx in _REDUCE.items():
