@@ -5,6 +5,7 @@ cross-runtime check."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -17,6 +18,9 @@ from converter.ir.builder import new_program
 from converter.ir.core import Program
 from converter.ir.types import TensorType, dtype_of_array
 
+#: the opset the tests write by default (CONVERTER_ONNX_TEST_OPSET=17 runs them at the lowest one)
+OPSET = int(os.environ.get("CONVERTER_ONNX_TEST_OPSET", "21"))
+
 
 def program(feeds: Mapping[str, np.ndarray], body: Callable[..., Any], opset: str = "iOS17") -> Program:
     """``body(builder, *inputs)`` over inputs shaped and typed like ``feeds``."""
@@ -24,21 +28,21 @@ def program(feeds: Mapping[str, np.ndarray], body: Callable[..., Any], opset: st
     return new_program(types, body, opset=opset)
 
 
-def session(prog: Program, opset: int = 21) -> ort.InferenceSession:
-    model = program_to_onnx(prog, opset=opset)
+def session(prog: Program, opset: int | None = None) -> ort.InferenceSession:
+    model = program_to_onnx(prog, opset=opset or OPSET)
     options = ort.SessionOptions()
     options.log_severity_level = 3
     return ort.InferenceSession(model.SerializeToString(), options, providers=["CPUExecutionProvider"])
 
 
-def run_onnx(prog: Program, feeds: Mapping[str, np.ndarray], opset: int = 21) -> dict[str, np.ndarray]:
+def run_onnx(prog: Program, feeds: Mapping[str, np.ndarray], opset: int | None = None) -> dict[str, np.ndarray]:
     """The outputs of the emitted model under onnxruntime, by output name."""
     sess = session(prog, opset)
     names = [o.name for o in sess.get_outputs()]
     return dict(zip(names, sess.run(names, dict(feeds))))
 
 
-def run_both(prog: Program, feeds: Mapping[str, np.ndarray], opset: int = 21
+def run_both(prog: Program, feeds: Mapping[str, np.ndarray], opset: int | None = None
              ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(onnxruntime on the emitted model, our interpreter on ``prog``)."""
     return run_onnx(prog, feeds, opset), converter.run(prog, dict(feeds))
@@ -49,8 +53,8 @@ def only(outputs: Mapping[str, np.ndarray]) -> np.ndarray:
     return value
 
 
-def op_types(prog: Program, opset: int = 21) -> list[str]:
-    return [n.op_type for n in program_to_onnx(prog, opset=opset).graph.node]
+def op_types(prog: Program, opset: int | None = None) -> list[str]:
+    return [n.op_type for n in program_to_onnx(prog, opset=opset or OPSET).graph.node]
 
 
 def assert_close(got: Any, want: Any, bound: float = 1e-5) -> None:

@@ -191,3 +191,24 @@ def test_ops_json_has_an_onnx_entry_per_op() -> None:
     assert rows["relu"]["onnx"]["status"] == "direct"
     assert rows["floor_div"]["onnx"]["status"] == "decomposed"
     assert "ONNX form" in CliRunner().invoke(cli.main, ["ops"]).output.splitlines()[0]
+
+
+def test_metadata_and_descriptions_are_kept(tmp_path: Path) -> None:
+    src = MODELS / "builder" / "activations_all.mlmodel"
+    if not src.exists():
+        pytest.skip("shared models not found")
+    from converter.formats.model_file import read_model_file
+    from converter.formats.proto import Model_pb2
+
+    spec = read_model_file(src).model
+    spec.description.metadata.author = "A. Author"
+    spec.description.metadata.shortDescription = "activations"
+    spec.description.metadata.userDefined["origin"] = "test"
+    spec.description.input[0].shortDescription = "the input"
+    assert isinstance(spec, Model_pb2.Model)
+    path = tmp_path / "m.mlmodel"
+    path.write_bytes(spec.SerializeToString())
+    model = program_to_onnx(converter.convert(str(path)))
+    assert model.doc_string == "activations"
+    assert {p.key: p.value for p in model.metadata_props} == {"author": "A. Author", "origin": "test"}
+    assert model.graph.input[0].doc_string == "the input"

@@ -242,3 +242,27 @@ def test_cast_other_directions() -> None:
     got = only(run_both(prog, {"x": i})[0])
     assert got.dtype == np.float16
     np.testing.assert_array_equal(got, np.array([300, -129, 5], np.float16))
+
+
+SPECIAL = np.array([np.nan, 1.0, -1.0, np.inf, -np.inf, 0.0], np.float32)
+SPECIAL_Y = np.array([0.5, np.nan, 0.0, 1.0, 2.0, -0.0], np.float32)
+
+
+@pytest.mark.parametrize(("op", "params"), [
+    ("maximum", None), ("minimum", None), ("floor_div", None), ("mod", None), ("clip", {"alpha": -0.5, "beta": 0.5}),
+    ("threshold", {"alpha": 0.3}), ("relu", {}), ("relu6", {}), ("clamped_relu", {"alpha": 0.1, "beta": 0.5}),
+    ("leaky_relu", {"alpha": 0.1}), ("sigmoid_hard", {"alpha": 0.2, "beta": 0.5}), ("thresholded_relu", {"alpha": 0.5}),
+    ("elu", {"alpha": 1.0}), ("softplus", {}), ("silu", {}), ("sign", {}),
+])
+def test_nan_and_infinities_agree_with_the_interpreter(op: str, params: dict | None) -> None:
+    """NaN stays NaN and infinities go where MIL's formulas send them (cross-runtime check)."""
+    if params is None:
+        prog = program({"x": SPECIAL, "y": SPECIAL_Y}, lambda b, x, y: getattr(b, op)(x=x, y=y))
+        feeds = {"x": SPECIAL, "y": SPECIAL_Y}
+    else:
+        prog = program({"x": SPECIAL}, lambda b, x: getattr(b, op)(x=x, **params))
+        feeds = {"x": SPECIAL}
+    got, interp = run_both(prog, feeds)
+    g, i = only(got).astype(np.float64), only(interp).astype(np.float64)
+    np.testing.assert_array_equal(np.isnan(g), np.isnan(i))
+    np.testing.assert_allclose(g[~np.isnan(g)], i[~np.isnan(i)], rtol=1e-6)

@@ -2,8 +2,10 @@
 
 - `program_to_onnx` builds the ModelProto in memory (nothing is written; `converter run --runtime
   onnxruntime` uses it); `save_onnx` writes it atomically.
-- Graph inputs and outputs keep the feature names exactly and are typed with their dims; a symbolic
-  IR dim is a ``dim_param`` holding the symbol's name.
+- Graph inputs and outputs keep the feature names exactly (and their descriptions as doc strings)
+  and are typed with their dims; a symbolic IR dim is a ``dim_param`` holding the symbol's name.
+  The source's metadata (description, author, license, version, user-defined entries) becomes the
+  model's doc string and metadata_props.
 - Constants are initializers (raw_data). A model whose serialized size would exceed
   ``external_threshold`` (2 GB, protobuf's limit) keeps its tensors of at least 1 KiB in
   ``<name>.onnx.data`` beside the model (ONNX external data, offsets aligned to 4 KiB).
@@ -52,8 +54,7 @@ def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(domains.items())]
     model = helper.make_model(graph, opset_imports=imports, producer_name="converter",
                               ir_version=_IR_VERSIONS[opset])
-    if program.doc_string:
-        model.doc_string = program.doc_string
+    _copy_metadata(program, model)
     if check and _fits_in_memory(model):
         try:
             onnx.checker.check_model(model, full_check=True)
@@ -72,6 +73,25 @@ def save_onnx(program: Program, path: str | os.PathLike, *, opset: int = DEFAULT
     save_model_file(model, dest, overwrite=overwrite, durable=durable, external_threshold=external_threshold,
                     source=source)
     return dest
+
+
+def _copy_metadata(program: Program, model: onnx.ModelProto) -> None:
+    """The source model's description metadata: shortDescription as the doc string; author,
+    license, versionString and the user-defined entries as metadata_props."""
+    from ...formats.proto import Model_pb2
+
+    model.doc_string = program.doc_string or ""
+    raw = program.meta.get("model_description")
+    if not raw:
+        return
+    d = Model_pb2.ModelDescription()
+    d.ParseFromString(raw)
+    m = d.metadata
+    if m.shortDescription and not model.doc_string:
+        model.doc_string = m.shortDescription
+    props = {"author": m.author, "license": m.license, "version": m.versionString}
+    props.update(sorted(m.userDefined.items()))
+    helper.set_model_props(model, {k: v for k, v in props.items() if v})
 
 
 def _fits_in_memory(model: onnx.ModelProto) -> bool:

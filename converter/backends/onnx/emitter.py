@@ -161,7 +161,7 @@ class OnnxEmitter:
 
     def node(self, op_type: str, inputs: Sequence[str | None], outputs: int | Sequence[str] = 1, *,
              domain: str = "", **attrs: Any) -> Any:
-        """Append a node; returns its output name (one output) or the list of names. ``None``
+        """Append a node; returns its output name when it has one output, else the list of names. ``None``
         inputs are omitted optional inputs; attributes whose value is None are left out."""
         names = [self.fresh(op_type.lower()) for _ in range(outputs)] if isinstance(outputs, int) else list(outputs)
         ins = ["" if i is None else i for i in inputs]
@@ -172,7 +172,7 @@ class OnnxEmitter:
         if self.comment:
             node.doc_string = self.comment
         self.nodes.append(node)
-        return names[0] if isinstance(outputs, int) and outputs == 1 else names
+        return names[0] if len(names) == 1 else names
 
     def use_domain(self, domain: str, version: int) -> None:
         """Declare an operator-set domain other than the default one (e.g. ``ai.onnx.ml``)."""

@@ -62,12 +62,14 @@ def _relocate(model: onnx.ModelProto, location: str) -> onnx.ModelProto:
     return copy
 
 
-def _check(model: onnx.ModelProto, source: str | None, *, beside: Path | None = None) -> None:
-    """The full ONNX check; a model with external data is checked from a file in ``beside``'s folder."""
+def _check(model: onnx.ModelProto | bytes, source: str | None, *, beside: Path | None = None) -> None:
+    """The full ONNX check (of the model or its serialized bytes); a model with external data is
+    checked from a file in ``beside``'s folder."""
     try:
         if beside is None:
             onnx.checker.check_model(model, full_check=True)
             return
+        assert isinstance(model, onnx.ModelProto)
         probe = temp_name_beside(beside, "check")
         try:
             probe.write_bytes(model.SerializeToString())
@@ -96,30 +98,31 @@ def save_model_file(model: onnx.ModelProto, dest: Path, *, overwrite: bool, dura
     total = sum(t.ByteSize() for t in model.graph.initializer)
     dest.parent.mkdir(parents=True, exist_ok=True)
     if total + (1 << 20) <= external_threshold:
-        _check(model, source)
-        atomic_write_segments(dest, (model.SerializeToString(),), durable=durable, overwrite=overwrite)
+        data = model.SerializeToString()  # once: checked and written
+        _check(data, source)
+        atomic_write_segments(dest, (data,), durable=durable, overwrite=overwrite)
         return
-    data = data_path(dest)
-    if os.path.lexists(data) and not (overwrite and os.path.lexists(dest) and _names_data(dest, data.name)):
-        raise ConverterError(f"the model's weights go to '{data.name}' beside it, which already exists"
+    data_file = data_path(dest)
+    if os.path.lexists(data_file) and not (overwrite and os.path.lexists(dest) and _names_data(dest, data_file.name)):
+        raise ConverterError(f"the model's weights go to '{data_file.name}' beside it, which already exists"
                              + ("" if overwrite else "; replace it with --overwrite (overwrite=True in Python)")
                              + (" and is not the data of the model being replaced" if overwrite else ""),
                              file=str(dest))
-    segments = _externalize(model, data.name)
-    tmp_data = temp_name_beside(data)
+    segments = _externalize(model, data_file.name)
+    tmp_data = temp_name_beside(data_file)
     atomic_write_segments(tmp_data, segments, durable=durable, overwrite=False)
     try:
         _check(_relocate(model, tmp_data.name), source, beside=dest)
         if overwrite:
-            os.replace(tmp_data, data)
+            os.replace(tmp_data, data_file)
         else:
-            _publish(tmp_data, data)
+            _publish(tmp_data, data_file)
         try:
             atomic_write_segments(dest, (model.SerializeToString(),), durable=durable, overwrite=overwrite)
         except BaseException:
             if not overwrite:
                 with contextlib.suppress(FileNotFoundError):
-                    data.unlink()
+                    data_file.unlink()
             raise
     finally:
         with contextlib.suppress(FileNotFoundError):

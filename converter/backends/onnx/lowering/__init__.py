@@ -22,6 +22,12 @@ _FAMILIES = (
     "elementwise",
     "activation",
     "cast",
+    "linalg",
+    "conv",
+    "normalize",
+    "reduce",
+    "shape",
+    "indexing",
 )
 
 
