@@ -118,3 +118,8 @@ def test_constant_of_shape_int64_value_from_a_runtime_shape():
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)[0]
     np.testing.assert_array_equal(run(load_onnx(model), feeds)["y"], want)
+
+
+def test_log_of_zero_is_minus_infinity():
+    """MIL log adds an epsilon (1e-45) by default; ONNX's log(0) is -inf."""
+    _check("Log", [np.array([0.0, 1e-30, 2.0], np.float32)], exact=False)

@@ -4,5 +4,6 @@ so families added in parallel do not conflict)."""
 # ruff: noqa: F401, I001
 from . import ops_activation
 from . import ops_elementwise
+from . import ops_reduce
 from . import ops_shape
 from . import ops_tensor

@@ -19,7 +19,7 @@ _ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul"}
 _COMPARE = {"Equal": "equal", "Greater": "greater", "Less": "less", "GreaterOrEqual": "greater_equal",
             "LessOrEqual": "less_equal"}
 _LOGICAL = {"And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
-_UNARY_FLOAT = {"Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Sin": "sin", "Cos": "cos", "Tan": "tan",
+_UNARY_FLOAT = {"Sqrt": "sqrt", "Exp": "exp", "Sin": "sin", "Cos": "cos", "Tan": "tan",
                 "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Atanh": "atanh",
                 "Erf": "erf", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Tanh": "tanh"}
 
@@ -103,7 +103,7 @@ def logical_not(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.logical_not(x=ctx.input(0, ("bool",)))]
 
 
-@onnx_op("Sqrt", "Exp", "Log", "Erf", "Floor", "Ceil", "Tanh", versions=(6, 13))
+@onnx_op("Sqrt", "Exp", "Erf", "Floor", "Ceil", "Tanh", versions=(6, 13))
 @onnx_op("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", versions=(7, 22))
 @onnx_op("Sinh", "Cosh", "Atanh", versions=(9, 22))
 @onnx_op("Round", versions=(11, 22))
@@ -112,18 +112,25 @@ def unary_float(ctx: Ctx, node: Node) -> list[Value]:
     return [_op(ctx, _UNARY_FLOAT[node.op_type], x=x)]
 
 
+@onnx_op("Log", versions=(6, 13))
+def log(ctx: Ctx, node: Node) -> list[Value]:
+    """MIL log is log(x + epsilon): epsilon 0 gives ONNX's log (log 0 = -inf)."""
+    x = ctx.input(0, FLOATS)
+    return [ctx.b.log(x=x, epsilon=ctx.const(0.0, x))]
+
+
 @onnx_op("Asinh", versions=(9, 22))
 def asinh(ctx: Ctx, node: Node) -> list[Value]:
     """log(x + sqrt(x^2 + 1)) (no IR op)."""
     b, x = ctx.b, ctx.input(0, FLOATS)
-    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.add(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))))]
+    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.add(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))), epsilon=ctx.const(0.0, x))]
 
 
 @onnx_op("Acosh", versions=(9, 22))
 def acosh(ctx: Ctx, node: Node) -> list[Value]:
     """log(x + sqrt(x^2 - 1)) (no IR op)."""
     b, x = ctx.b, ctx.input(0, FLOATS)
-    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.sub(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))))]
+    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.sub(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))), epsilon=ctx.const(0.0, x))]
 
 
 @onnx_op("Abs", "Sign", versions=(6, 13))
