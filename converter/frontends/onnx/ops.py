@@ -3,7 +3,11 @@ so families added in parallel do not conflict)."""
 
 # ruff: noqa: F401, I001
 from . import ops_activation
+from . import ops_conv
 from . import ops_elementwise
+from . import ops_linalg
+from . import ops_norm
+from . import ops_pool
 from . import ops_reduce
 from . import ops_shape
 from . import ops_tensor
