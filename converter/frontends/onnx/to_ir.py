@@ -10,13 +10,14 @@ defaults) are treated as constants.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 
 import numpy as np
 import onnx
 from onnx import defs
 
-from ...errors import ConverterError, FormatError, UnsupportedError
+from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from ...ir.builder import Builder
 from ...ir.core import FeatureInfo, Function, Program, Value
 from ...ir.types import Symbol, TensorType, dtype, fresh_symbol
@@ -85,6 +86,16 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
     return nodes
 
 
+def _static_shapes(g: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
+    """Shapes onnx's inference found fully static, by value name."""
+    out: dict[str, tuple[int, ...]] = {}
+    for vi in (*g.value_info, *g.output):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            out[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return out
+
+
 def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
     out: dict[str, int] = {}
     for vi in (*g.input, *g.value_info, *g.output):
@@ -127,6 +138,7 @@ def graph_to_program(src: ModelSource) -> Program:
     prog.add_function(fn)
     ctx = Ctx(Builder(fn.block), src, label)
     ctx.elem_types = _elem_types(typed)
+    shapes = _static_shapes(typed)
     prog.meta["onnx"] = {"opset": opset, "ir_version": src.model.ir_version,
                          "producer": f"{src.model.producer_name} {src.model.producer_version}".strip()}
     for t in src.model.graph.initializer:
@@ -143,6 +155,7 @@ def graph_to_program(src: ModelSource) -> Program:
     unavailable: dict[str, str] = {}
     for node in nodes:
         _map_node(ctx, node, unavailable)
+        _check_shapes(ctx, node, shapes)
     _name_outputs(ctx, fn, src.model.graph, unavailable)
     return prog
 
@@ -177,6 +190,23 @@ def _map_node(ctx: Ctx, node: Node, unavailable: dict[str, str]) -> None:
     except (IndexError, KeyError, ValueError, TypeError, ZeroDivisionError, OverflowError) as e:
         raise FormatError(f"invalid arguments for the operand shapes ({type(e).__name__}: {e})", file=ctx.file,
                           op=node.name, op_type=node.op_type) from None
+
+
+def _check_shapes(ctx: Ctx, node: Node, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Where both onnx's shape inference and the IR know an output's shape, compare them. A
+    difference is reported as a ConversionWarning, not refused: onnx's inference has known errors
+    (e.g. AveragePool with ceil_mode keeps a window starting in the right padding, which
+    onnxruntime and onnx's reference implementation drop, as the mappings do)."""
+    for name in node.proto.output:
+        want = shapes.get(name)
+        if want is None:
+            continue
+        v = ctx.values.get(name)
+        got = ctx.static_shape(v) if v is not None else tuple(ctx.arrays[name].shape) if name in ctx.arrays else None
+        if got is not None and got != want:
+            where = ConverterError("", file=ctx.file, op=node.name, op_type=node.op_type).where()
+            warnings.warn(f"{where}: output '{name}' has shape {list(got)}; ONNX's shape inference says {list(want)}",
+                          ConversionWarning, stacklevel=2)
 
 
 def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: dict[str, str]) -> None:
