@@ -157,8 +157,9 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
     return None
 
 
-def run_case(case: Case, supported_ops: set[str] | None = None) -> Result:
-    """Convert and run one case; never raises for a converter or interpreter error."""
+def run_case(case: Case, supported_ops: set[str] | None = None, *, via_mil: bool = False) -> Result:
+    """Convert and run one case; never raises for a converter or interpreter error. ``via_mil``:
+    ONNX -> IR -> MIL ``.mlpackage`` (a temporary folder) -> IR -> interpreter instead."""
     from converter.ir.interpreter import run
 
     if supported_ops is None:
@@ -183,11 +184,15 @@ def run_case(case: Case, supported_ops: set[str] | None = None) -> Result:
             prog = _load(case.model, feeds, frozen, res)
             if prog is None:
                 return res
+            if via_mil:
+                prog = _through_mlpackage(prog, res)
+                if prog is None:
+                    return res
         res.frozen = tuple(frozen)
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                got = run(prog, {n: v for n, v in feeds.items() if n not in frozen})
+                got = _run_positional(run, prog, [v for n, v in feeds.items() if n not in frozen], out_names)
         except Exception as e:  # noqa: BLE001
             res.detail = f"run: {type(e).__name__}: {e}"[:400]
             return res
@@ -225,6 +230,37 @@ def _load(model: onnx.ModelProto, feeds: dict[str, np.ndarray], frozen: list[str
         except Exception as e:  # noqa: BLE001 - a crash is a result to report, not a harness failure
             res.detail = f"load crashed: {type(e).__name__}: {e}"
         return None
+
+
+def _run_positional(run: Any, prog: Any, inputs: list[Any], out_names: list[str]) -> dict[str, Any]:
+    """Run with inputs and outputs matched by position (a Core ML writer may rename features that
+    are not valid identifiers, e.g. ONNX's "0"); scalar feeds of [1]-declared inputs are reshaped."""
+    fn = prog.main
+    feeds = {}
+    for v, x in zip(fn.inputs, inputs):
+        x = np.asarray(x)
+        if x.ndim == 0 and v.type.shape == (1,):
+            x = x.reshape(1)
+        feeds[v.name] = x
+    got = run(prog, feeds)
+    return {name: got[v.name] for name, v in zip(out_names, fn.outputs)}
+
+
+def _through_mlpackage(prog: Any, res: Result) -> Any:
+    """``prog`` written as an ``.mlpackage`` and read back (None with ``res`` filled on error)."""
+    import tempfile
+
+    import converter
+
+    with tempfile.TemporaryDirectory(prefix="onnx_node_") as tmp:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # features renamed to MIL identifiers ("0" -> "_0")
+                path = converter.save(prog, Path(tmp) / "m.mlpackage")
+                return converter.load(path)
+        except Exception as e:  # noqa: BLE001 - reported per case
+            res.detail = f"mlpackage round trip: {type(e).__name__}: {e}"[:400]
+            return None
 
 
 def _input_ancestors(graph: onnx.GraphProto, name: str, feeds: dict[str, np.ndarray]) -> list[str]:

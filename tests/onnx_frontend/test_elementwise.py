@@ -26,7 +26,8 @@ def _check(op, inputs, attrs=None, opset=21, out_type=None, exact=True):
     model, feeds = _one_node(op, inputs, attrs, opset, out_type)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)[0]
-    got = run(load_onnx(model), feeds)["y"]
+    # a scalar ONNX input is a [1] input of the program (Core ML inputs have rank >= 1)
+    got = run(load_onnx(model), {k: v.reshape(1) if v.ndim == 0 else v for k, v in feeds.items()})["y"]
     assert got.shape == want.shape
     if exact:
         np.testing.assert_array_equal(got.astype(want.dtype), want)

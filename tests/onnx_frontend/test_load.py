@@ -118,6 +118,23 @@ def test_dim_params_become_shared_symbols_and_unnamed_dims_fresh_ones():
     assert isinstance(b.type.shape[1], Symbol) and b.type.shape[1] != Symbol("N")
 
 
+def test_interface_uses_core_ml_feature_types():
+    """bool / uint8 inputs and outputs are declared int32 and scalars [1] (what Core ML features
+    hold); the values are exact and the ONNX types are recorded."""
+    model = _model([h.make_node("Not", ["m"], ["n"]), h.make_node("Add", ["u", "s"], ["v"])],
+                   [_vi("m", T.BOOL, [3]), _vi("u", T.UINT8, [3]), _vi("s", T.UINT8, [])],
+                   [_vi("n", T.BOOL, [3]), _vi("v", T.UINT8, [3])])
+    prog = load_onnx(model)
+    fn = prog.main
+    assert [(v.type.dtype.name, v.type.shape) for v in fn.inputs] == [("int32", (3,)), ("int32", (3,)),
+                                                                        ("int32", (1,))]
+    assert [v.type.dtype.name for v in fn.outputs] == ["int32", "int32"]
+    assert fn.output_info["n"].extra["onnx_elem_type"] == "bool"
+    out = run(prog, {"m": np.array([1, 0, 1]), "u": np.array([250, 3, 7]), "s": np.array([10])})
+    assert out["n"].tolist() == [0, 1, 0]
+    assert out["v"].tolist() == [4, 13, 17]  # uint8 wraps
+
+
 def test_garbage_is_a_format_error_naming_the_file(tmp_path):
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"\xff\xfe not a protobuf")

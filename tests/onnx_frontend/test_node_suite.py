@@ -18,8 +18,13 @@ PASS_FLOOR = 879
 
 
 @pytest.fixture(scope="module")
-def results():
-    return [run_case(c) for c in all_cases()]
+def cases():
+    return all_cases()
+
+
+@pytest.fixture(scope="module")
+def results(cases):
+    return [run_case(c) for c in cases]
 
 
 def test_every_listed_case_still_passes(results):
@@ -40,3 +45,29 @@ def test_no_case_crashes_the_converter(results):
     """Every case ends as pass, fail, or a converter error (never an uncaught Python exception)."""
     crashed = [f"{r.suite}/{r.name}: {r.detail}" for r in results if "crashed" in r.detail]
     assert not crashed, "\n".join(crashed)
+
+
+def _mil_round_trip_mismatches(cases, results, every: int) -> list[str]:
+    """Cases passing ONNX -> IR -> interpreter that do not pass ONNX -> IR -> .mlpackage -> IR ->
+    interpreter (every ``every``-th passing case, in a fixed order)."""
+    by_name = {f"{c.suite}/{c.name}": c for c in cases}
+    passing = sorted(f"{r.suite}/{r.name}" for r in results if r.status == "pass")
+    bad = []
+    for name in passing[::every]:
+        r = run_case(by_name[name], via_mil=True)
+        if r.status != "pass":
+            bad.append(f"{name}: {r.status}: {r.detail}")
+    return bad
+
+
+def test_mil_package_round_trip_gives_the_same_results_on_a_sample(cases, results):
+    """Every 8th passing case (~110) through a written .mlpackage: a few seconds."""
+    bad = _mil_round_trip_mismatches(cases, results, 8)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+def test_mil_package_round_trip_gives_the_same_results(cases, results):
+    """All passing cases through a written .mlpackage (~30 s: one package write per case)."""
+    bad = _mil_round_trip_mismatches(cases, results, 1)
+    assert not bad, "\n".join(bad)

@@ -1,5 +1,8 @@
 """An ONNX model -> an IR `Program` (one function, ``main``, MIL opset iOS18).
 
+Graph inputs and outputs are declared with Core ML feature dtypes (fp32, fp16, int32; see
+INTERFACE_DTYPES and context.py for the dtype policy).
+
 Order of work: the opsets and every node are checked first (one UnsupportedError lists every
 op type the IR cannot take, with the reason for each), then onnx's shape inference types the
 graph, then the nodes are mapped one by one through the registry. Graph inputs and outputs keep
@@ -28,6 +31,11 @@ from .registry import find_mapping
 
 #: MIL opset of the programs built (the widest dtype support of the ops used).
 OPSET = "iOS18"
+#: Dtypes of graph inputs and outputs as declared in the IR: what a Core ML model's features hold
+#: on every target. bool and 8/16-bit integer features are declared int32 (exact: a cast inside
+#: the function converts), their ONNX type kept in the feature's ``extra["onnx_elem_type"]``.
+#: A scalar input is declared with shape [1] (Core ML inputs have rank >= 1) and reshaped inside.
+INTERFACE_DTYPES = ("fp32", "fp16", "int32")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -148,7 +156,14 @@ def graph_to_program(src: ModelSource) -> Program:
     for vi in src.model.graph.input:
         if vi.name in ctx.arrays:
             continue
-        v = fn.block.new_input(vi.name, _input_type(typed_inputs.get(vi.name, vi), symbols, label))
+        t = _input_type(typed_inputs.get(vi.name, vi), symbols, label)
+        held, scalar = t.dtype.name, t.shape == ()
+        declared = TensorType(dtype(held if held in INTERFACE_DTYPES else "int32"), (1,) if scalar else t.shape)
+        v = fn.block.new_input(vi.name, declared)
+        if scalar:  # Core ML inputs have rank >= 1: declared [1], a scalar inside
+            v = ctx.b.reshape(x=v, shape=np.zeros(0, np.int32))
+        if held not in INTERFACE_DTYPES:  # declared int32, cast to the held dtype inside
+            v = ctx.b.cast(x=v, dtype=held)
         ctx.values[vi.name] = v
         ctx.elem_types.setdefault(vi.name, vi.type.tensor_type.elem_type)
         fn.input_info[vi.name] = FeatureInfo(vi.name, extra={"onnx_elem_type": elem_type_name(ctx.elem_types[vi.name])})
@@ -222,6 +237,8 @@ def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: d
         v = ctx.value(o.name)
         if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
             v = ctx.fit(v, o.type.tensor_type.elem_type)
+        if v.type.dtype.name not in INTERFACE_DTYPES:
+            v = ctx.b.cast(x=v, dtype="int32")
         counts[v] += 1
         is_input_itself = v.is_block_input and v.name == o.name  # ONNX lets a graph output be an input
         if not is_input_itself and (v.producer is None or v.producer.type == "const" or counts[v] > 1):
