@@ -16,13 +16,13 @@ def _same_dtype(ctx: Ctx, x: Value, y: Value) -> Value:
     return y if y.type.dtype == x.type.dtype else ctx.b.cast(x=y, dtype=x.type.dtype.name)
 
 
-@onnx_op("MatMul", versions=(9, 13))
+@onnx_op("MatMul", versions=(1, 13))
 def matmul(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, NUMERIC)
     return [ctx.b.matmul(x=x, y=_same_dtype(ctx, x, ctx.input(1, NUMERIC)))]
 
 
-@onnx_op("Gemm", versions=(7, 13))
+@onnx_op("Gemm", versions=(6, 13))
 def gemm(ctx: Ctx, node: Node) -> list[Value]:
     b = ctx.b
     a = ctx.input(0, NUMERIC)

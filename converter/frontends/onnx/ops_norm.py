@@ -26,10 +26,17 @@ def _fit(ctx: Ctx, v: Value, like: Value) -> Value:
     return v if v.type.dtype == like.type.dtype else ctx.b.cast(x=v, dtype=like.type.dtype.name)
 
 
-@onnx_op("BatchNormalization", versions=(9, 15))
+@onnx_op("BatchNormalization", versions=(6, 15))
 def batch_norm(ctx: Ctx, node: Node) -> list[Value | None]:
-    if node.version >= 14 and int(ctx.attr("training_mode", 0)):
-        raise ctx.unsupported("training_mode=1 (batch statistics and running-mean updates)")
+    """Inference only. Before opset 9: ``spatial`` must be 1 (per-channel statistics); opset 6
+    trains unless ``is_test``; opset 7 trains when it has the running-statistics outputs."""
+    training = (int(ctx.attr("training_mode", 0)) if node.version >= 14 else
+                not int(ctx.attr("is_test", 0)) if node.version == 6 else
+                node.version == 7 and len([o for o in node.outputs if o]) > 1)
+    if training:
+        raise ctx.unsupported("training mode (batch statistics and running-mean updates)")
+    if node.version < 9 and not int(ctx.attr("spatial", 1)):
+        raise ctx.unsupported("spatial=0 (statistics per activation, not per channel)")
     b = ctx.b
     x = ctx.input(0, FLOATS)
     rank = ctx.rank(x)

@@ -59,7 +59,7 @@ def _pool_inputs(win: WindowAttrs, ceil: bool) -> dict:
             "pad_type": win.pad_type, "pad": np.array(win.pad, np.int32), "ceil_mode": ceil}
 
 
-@onnx_op("AveragePool", versions=(7, 22))
+@onnx_op("AveragePool", versions=(1, 22))
 def average_pool(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     win, ceil = _pool_window(ctx, node, x)
@@ -68,7 +68,7 @@ def average_pool(ctx: Ctx, node: Node) -> list[Value]:
                                       "exclude_padding_from_average": exclude}).outputs[0]]
 
 
-@onnx_op("MaxPool", versions=(8, 22))
+@onnx_op("MaxPool", versions=(1, 22))
 def max_pool(ctx: Ctx, node: Node) -> list[Value | None]:
     x = ctx.input(0, FLOATS)  # int8/uint8 (opset 12) are exact in fp32; the driver casts back
     win, ceil = _pool_window(ctx, node, x)

@@ -138,7 +138,7 @@ def _empty_like_shape(ctx: Ctx, x: Value, want: list[int]) -> Value:
         np.dtype({"fp16": np.float16, "fp32": np.float32, "int32": np.int32, "bool": np.bool_}[held])))
 
 
-@onnx_op("Flatten", versions=(9, 25))
+@onnx_op("Flatten", versions=(1, 25))
 def flatten(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, ctx.accepts("reshape"))
     rank = ctx.rank(x)
