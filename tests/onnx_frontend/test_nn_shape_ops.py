@@ -143,3 +143,15 @@ def test_a_disagreement_with_onnx_shape_inference_is_a_warning():
     with pytest.warns(ConversionWarning, match=r"has shape \[1, 2, 4, 3\]; ONNX's shape inference says"):
         _check("AveragePool", {"x": _x(1, 2, 7, 8)}, attrs={"kernel_shape": [3, 2], "strides": [2, 3],
                                                             "pads": [1, 1, 1, 1], "ceil_mode": 1})
+
+
+@pytest.mark.parametrize("op,extra", [("MaxPool", {}), ("AveragePool", {"count_include_pad": 0}),
+                                      ("AveragePool", {"count_include_pad": 1}), ("LpPool", {"p": 3})])
+@pytest.mark.parametrize("ceil", [0, 1])
+def test_dilated_and_3d_ceil_pooling_by_taps(op, extra, ceil):
+    """No IR pooling op has dilations, nor ceil_mode in 3-D or with asymmetric pads: pooled tap by tap."""
+    attrs = {"kernel_shape": [3, 2], "strides": [2, 3], "pads": [1, 0, 2, 1], "dilations": [2, 1], "ceil_mode": ceil,
+             **extra}
+    _check(op, {"x": _x(1, 2, 9, 10)}, attrs=attrs, opset=19 if op != "LpPool" else 18, rtol=1e-4)
+    attrs3 = {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 1], "ceil_mode": ceil, **extra}
+    _check(op, {"x": _x(1, 2, 5, 4, 7)}, attrs=attrs3, opset=19 if op != "LpPool" else 18, rtol=1e-4)
