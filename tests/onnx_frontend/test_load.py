@@ -195,11 +195,18 @@ def test_int64_is_held_as_int32_and_out_of_range_constants_are_refused():
     assert run(prog, {"a": np.array([7])})["c"].tolist() == [2]
 
 
-def test_malformed_node_is_a_format_error_naming_it():
-    model = _model([h.make_node("Add", ["a", "nowhere"], ["c"], name="the_add")], [_vi("a", T.FLOAT, [2])],
-                   [_vi("c", T.FLOAT, [2])])
-    with pytest.raises(FormatError):
+@pytest.mark.parametrize("nodes,match", [
+    ([h.make_node("Add", ["a", "nowhere"], ["c"], name="the_add")], "'nowhere' is not a graph input"),
+    ([h.make_node("Relu", ["b"], ["c"], name="first"), h.make_node("Relu", ["a"], ["b"], name="second")],
+     "output of an earlier node"),
+    ([h.make_node("Relu", ["a"], ["c"], name="one"), h.make_node("Relu", ["a"], ["c"], name="two")],
+     "'c' is defined twice"),
+])
+def test_malformed_graphs_are_format_errors_naming_the_node(nodes, match):
+    model = _model(nodes, [_vi("a", T.FLOAT, [2])], [_vi("c", T.FLOAT, [2])])
+    with pytest.raises(FormatError, match=match) as e:
         load_onnx(model)
+    assert e.value.op is not None
 
 
 def test_graph_outputs_keep_their_names_when_they_are_inputs_or_constants():

@@ -155,7 +155,8 @@ class Ctx:
         v = self.values.get(name)
         if v is None:
             if name not in self.arrays:
-                raise self.format_error(f"input '{name}' is not produced by any node, input or initializer")
+                raise self.format_error(f"'{name}' is not a graph input, an initializer or the output of an earlier "
+                                        "node (ONNX nodes are in topological order)")
             v = self.b.const(narrow(self.arrays[name], f"tensor '{name}'"), name=name)
             self.values[name] = v
         return v

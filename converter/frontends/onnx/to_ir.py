@@ -65,8 +65,18 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
     listing every op type that has no mapping (with the nodes using it and why)."""
     problems: dict[str, tuple[str, list[str]]] = {}
     nodes: list[Node] = []
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     for i, n in enumerate(graph.node):
         where = n.name or (n.output[0] if n.output else f"#{i}")
+        for name in n.input:
+            if name and name not in defined:
+                raise FormatError(f"'{name}' is not a graph input, an initializer or the output of an earlier node "
+                                  "(ONNX nodes are in topological order)", file=label, op=where, op_type=n.op_type)
+        for o in n.output:
+            if o and o in defined:
+                raise FormatError(f"value '{o}' is defined twice (ONNX graphs are in SSA form)", file=label, op=where,
+                                  op_type=n.op_type)
+            defined.add(o)
         if n.domain not in DEFAULT_DOMAINS:
             key = f"{n.domain}::{n.op_type}"
             problems.setdefault(key, (f"domain '{n.domain}' is not supported (only the default ONNX domain)", []))
