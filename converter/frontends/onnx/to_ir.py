@@ -54,6 +54,8 @@ def default_opset(src: ModelSource) -> int | None:
 
 
 def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
+    if not isinstance(op_type, str):  # protobuf hands out bytes for a name that is not UTF-8
+        return None
     try:
         return defs.get_schema(op_type, opset, "")
     except defs.SchemaError:
@@ -147,6 +149,17 @@ def _input_type(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol], label: str)
 
 
 def graph_to_program(src: ModelSource) -> Program:
+    """The program of ``src``; any inconsistency the checks above did not name is still a
+    FormatError naming the file (a corrupt file must never surface as another exception)."""
+    try:
+        return _graph_to_program(src)
+    except ConverterError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, UnicodeError, RecursionError) as e:
+        raise FormatError(f"malformed ONNX model ({type(e).__name__}: {e})", file=src.label) from None
+
+
+def _graph_to_program(src: ModelSource) -> Program:
     label = src.label
     opset = default_opset(src)
     nodes = check_supported(src.model.graph, opset, label)
