@@ -155,3 +155,16 @@ def test_dilated_and_3d_ceil_pooling_by_taps(op, extra, ceil):
     _check(op, {"x": _x(1, 2, 9, 10)}, attrs=attrs, opset=19 if op != "LpPool" else 18, rtol=1e-4)
     attrs3 = {"kernel_shape": [2, 2, 3], "strides": [2, 1, 2], "pads": [0, 1, 1, 1, 0, 1], "ceil_mode": ceil, **extra}
     _check(op, {"x": _x(1, 2, 5, 4, 7)}, attrs=attrs3, opset=19 if op != "LpPool" else 18, rtol=1e-4)
+
+
+@pytest.mark.parametrize("starts,ends", [([1, -1], [4, -20]), ([-100, 7], [100, 0]), ([2, 3], [2, 5])])
+def test_slice_with_run_time_starts_and_ends(starts, ends):
+    """starts/ends as graph inputs (in the int32 range: run-time int64 is held as int32)."""
+    _check("Slice", {"x": _x(5, 8), "s": np.array(starts, np.int64), "e": np.array(ends, np.int64)},
+           {"a": np.array([0, 1], np.int64), "st": np.array([1, -2], np.int64)})
+
+
+@pytest.mark.parametrize("mode", ["constant", "reflect", "edge"])
+def test_pad_with_run_time_pads(mode):
+    _check("Pad", {"x": _x(3, 4, 5), "p": np.array([0, 1, 2, 1, 0, 3], np.int64)}, {"v": np.array(2.5, np.float32)}
+           if mode == "constant" else None, {"mode": mode})

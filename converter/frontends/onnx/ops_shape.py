@@ -265,12 +265,44 @@ def split(ctx: Ctx, node: Node) -> list[Value]:
 def slice_(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, ctx.accepts("slice_by_index"))
     rank = ctx.rank(x)
+    if ctx.const_input(1) is None or ctx.const_input(2) is None:
+        return [_slice_runtime(ctx, x, rank)]
     starts, ends = ctx.ints(1, "starts"), ctx.ints(2, "ends")
     axes = ctx.ints(3, "axes") if ctx.has(3) else list(range(len(starts)))
     steps = ctx.ints(4, "steps") if ctx.has(4) else [1] * len(starts)
     if not len(starts) == len(ends) == len(axes) == len(steps):
         raise ctx.format_error("starts, ends, axes and steps differ in length")
     return [slice_numpy(ctx, x, rank, starts, ends, axes, steps)]
+
+
+def _slice_runtime(ctx: Ctx, x: Value, rank: int) -> Value:
+    """Starts/ends known only at run time (e.g. from Shape of a dynamic dim): the IR slice takes
+    run-time begin/end vectors, built per axis from the ONNX vectors (numpy clamping at run time);
+    axes and steps must be known."""
+    b = ctx.b
+    starts, ends = ctx.input(1, ("int32",)), ctx.input(2, ("int32",))
+    n = starts.type.shape[0] if starts.type.shape else None
+    if not isinstance(n, (int, np.integer)):
+        raise ctx.unsupported("run-time starts of unknown length")
+    n = int(n)
+    axes = ctx.ints(3, "axes") if ctx.has(3) else list(range(n))
+    steps = ctx.ints(4, "steps") if ctx.has(4) else [1] * n
+    if not len(axes) == len(steps) == n:
+        raise ctx.format_error("starts, ends, axes and steps differ in length")
+    axes = [normalize_axis(ctx, a, rank) for a in axes]
+    if len(set(axes)) != n or 0 in steps:
+        raise ctx.format_error("repeated axes or a step of 0")
+    where = {a: k for k, a in enumerate(axes)}
+    stride = [steps[where[a]] if a in where else 1 for a in range(rank)]
+
+    def vector(src: Value) -> Value:
+        parts = [b.slice_by_index(x=src, begin=[where[a]], end=[where[a] + 1]) if a in where
+                 else np.zeros(1, np.int32) for a in range(rank)]
+        return parts[0] if rank == 1 else b.concat(values=tuple(parts), axis=0)
+
+    unsliced = [a not in where for a in range(rank)]
+    return b.slice_by_index(x=x, begin=vector(starts), end=vector(ends), stride=np.array(stride, np.int32),
+                            begin_mask=unsliced, end_mask=unsliced)
 
 
 @onnx_op("Slice", versions=(1, 1))
@@ -362,6 +394,9 @@ def pad(ctx: Ctx, node: Node) -> list[Value]:
     mode = ctx.attr("mode", "constant")
     x = ctx.input(0)
     rank = ctx.rank(x)
+    if ctx.const_input(1) is None and x.type.dtype.name in ("fp32", "fp16") and mode != "wrap" and not (
+            node.version >= 18 and ctx.has(3)):
+        return [_pad_runtime(ctx, x, rank, mode)]
     pads = ctx.ints(1, "pads")
     axes = ctx.ints(3, "axes") if node.version >= 18 and ctx.has(3) else list(range(rank))
     axes = [normalize_axis(ctx, a, rank) for a in axes]
@@ -415,6 +450,19 @@ def _pad(ctx: Ctx, x: Value, before: list[int], after: list[int], mode: str, val
     mil_mode = {"constant": "constant", "reflect": "reflect", "edge": "replicate"}[mode]
     return ctx.b.pad(x=x, pad=np.array(flat[2 * first:], np.int32), mode=mil_mode,
                      constant_val=np.asarray(fill, x.type.dtype.storage))
+
+
+def _pad_runtime(ctx: Ctx, x: Value, rank: int, mode: str) -> Value:
+    """Pads known at run time (all axes): ONNX's [begins..., ends...] reordered to the IR's
+    [begin_0, end_0, ...]; the IR pad refuses a negative pad when it runs."""
+    b = ctx.b
+    pads = ctx.input(1, ("int32",))
+    pairs = b.transpose(x=b.reshape(x=pads, shape=np.array([2, rank], np.int32)), perm=[1, 0])
+    fill = ctx.require_const(2, "constant_value") if ctx.has(2) else np.zeros(())
+    fill = np.asarray(fill).reshape(-1)[0] if np.asarray(fill).size else 0.0
+    return b.pad(x=x, pad=b.reshape(x=pairs, shape=np.array([2 * rank], np.int32)),
+                 mode={"constant": "constant", "reflect": "reflect", "edge": "replicate"}[mode],
+                 constant_val=np.asarray(fill, x.type.dtype.storage))
 
 
 def _pad_by_concat(ctx: Ctx, x: Value, before: list[int], after: list[int], mode: str, fill) -> Value:
