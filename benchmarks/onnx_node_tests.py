@@ -53,6 +53,18 @@ def main() -> None:
         if op not in MAPPINGS:
             why, n = reasons[op].most_common(1)[0]
             print(f"  {op}: {why} ({sum(reasons[op].values())})")
+    print("\nper family (cases using an op of the family whose ops are all supported: pass / cases):")
+    from converter.frontends.onnx.registry import MAPPINGS as _M
+
+    fam_of = {op: ms[0].family for op, ms in _M.items()}
+    fams: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        if r.supported:
+            for fam in {fam_of[op] for op in r.ops if op in fam_of}:
+                fams[fam][r.status] += 1
+    for fam in sorted(fams):
+        c = fams[fam]
+        print(f"  {fam:<12} {c['pass']:>4} / {sum(c.values()):<4} ({100 * c['pass'] / max(sum(c.values()), 1):.1f}%)")
     if args.failures:
         print("\nnot passing:")
         for r in results:

@@ -161,10 +161,10 @@ def test_every_unsupported_op_is_listed_in_one_error():
 
 
 def test_an_op_version_whose_semantics_changed_is_refused_naming_it():
-    # PRelu at opset 6 has its own slope rule (not the later unidirectional broadcast): not mapped
-    model = _model([h.make_node("PRelu", ["a", "b"], ["c"])], [_vi("a", T.FLOAT, [2]), _vi("b", T.FLOAT, [2])],
-                   [_vi("c", T.FLOAT, [2])], opset=6)
-    with pytest.raises(UnsupportedError, match=r"PRelu \(version 6 of the op is not supported"):
+    # Concat before opset 4 defaults its axis to 1 (later versions require it): version 1 is not mapped
+    model = _model([h.make_node("Concat", ["a", "b"], ["c"])], [_vi("a", T.FLOAT, [2, 2]), _vi("b", T.FLOAT, [2, 2])],
+                   [_vi("c", T.FLOAT, [2, 4])], opset=3)
+    with pytest.raises(UnsupportedError, match=r"Concat \(version 1 of the op is not supported"):
         load_onnx(model)
 
 

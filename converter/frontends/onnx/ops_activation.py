@@ -10,6 +10,8 @@ broadcast and run-time slopes and bounds, and integers.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir.core import Value
 from .context import FLOATS, NUMERIC, Ctx, Node
 from .registry import onnx_op
@@ -101,14 +103,20 @@ def thresholded_relu(ctx: Ctx, node: Node) -> list[Value]:
     return [b.select(cond=b.greater(x=x, y=alpha), a=x, b=ctx.const(0.0, x))]
 
 
-@onnx_op("PRelu", versions=(9, 16))
+@onnx_op("PRelu", versions=(1, 16))
 def prelu(ctx: Ctx, node: Node) -> list[Value]:
-    """x where x >= 0, slope * x elsewhere (slope broadcast to x, as ONNX's unidirectional rule)."""
+    """x where x >= 0, slope * x elsewhere (slope broadcast to x, as ONNX's unidirectional rule).
+    Before opset 7 a 1-D slope of C > 1 values is per channel (axis 1), as Caffe2 defined it and
+    ONNX's pytorch-converted tests expect; one value is shared."""
     b = ctx.b
     x = ctx.input(0, NUMERIC)
     slope = ctx.input(1, NUMERIC)
     if slope.type.dtype != x.type.dtype:
         slope = b.cast(x=slope, dtype=x.type.dtype.name)
+    if node.version < 7 and ctx.rank(slope) == 1 and ctx.rank(x) > 2:
+        n = slope.type.shape[0]
+        if isinstance(n, (int, np.integer)) and int(n) > 1:
+            slope = b.reshape(x=slope, shape=np.array([-1] + [1] * (ctx.rank(x) - 2), np.int32))
     return [b.select(cond=b.less(x=x, y=ctx.const(0, x)), a=b.mul(x=x, y=slope), b=x)]
 
 
