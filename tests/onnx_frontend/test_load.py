@@ -6,6 +6,8 @@ loader stated by its contract (error kinds and messages, views, symbols, untouch
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -71,6 +73,28 @@ def test_raw_data_initializers_are_views_not_copies():
     (val,) = [v for k, v in _consts(load_onnx(model)).items() if k == "w"]
     np.testing.assert_array_equal(val, w)
     assert not val.flags.owndata  # np.frombuffer over the tensor's bytes
+
+
+def test_large_raw_data_of_a_model_file_stays_in_the_mapped_file(tmp_path):
+    model, w = _weighted_model(n=8192)  # 128 KiB of weights: above MAPPED_MIN_BYTES
+    small = numpy_helper.from_array(np.arange(4, dtype=np.float32), "small")
+    model.graph.initializer.append(small)
+    model.graph.node.append(h.make_node("Add", ["y", "small"], ["z"]))
+    model.graph.output.append(_vi("z", T.FLOAT, ["batch", 4]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    prog = load_onnx(path)
+    val = _consts(prog)["w"]
+    np.testing.assert_array_equal(val, w)
+    owner = val
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)  # a view of the mapped file
+    x = np.ones((8192, 4), np.float32)
+    want = _ort(model, {"x": x})
+    got = run(prog, {"x": x})
+    for k in ("y", "z"):
+        np.testing.assert_array_equal(got[k], want[k])
 
 
 def test_external_data_is_memory_mapped(tmp_path):
