@@ -168,3 +168,23 @@ def test_slice_with_run_time_starts_and_ends(starts, ends):
 def test_pad_with_run_time_pads(mode):
     _check("Pad", {"x": _x(3, 4, 5), "p": np.array([0, 1, 2, 1, 0, 3], np.int64)}, {"v": np.array(2.5, np.float32)}
            if mode == "constant" else None, {"mode": mode})
+
+
+@pytest.mark.parametrize("storage_order", [0, 1])
+def test_max_pool_indices(storage_order):
+    """Indices: flat positions in the input (row- or column-major per image), padding never chosen."""
+    attrs = {"kernel_shape": [3, 2], "strides": [2, 1], "pads": [1, 0, 1, 1], "storage_order": storage_order}
+    x = _x(2, 3, 7, 6)
+    model_feeds = {"x": x}
+    from onnx import TensorProto
+
+    node = h.make_node("MaxPool", ["x"], ["y", "i"], **attrs)
+    g = h.make_graph([node], "g", [h.make_tensor_value_info("x", TensorProto.FLOAT, x.shape)],
+                     [h.make_tensor_value_info("y", TensorProto.FLOAT, None),
+                      h.make_tensor_value_info("i", TensorProto.INT64, None)])
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 12)])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    want_y, want_i = sess.run(None, model_feeds)
+    got = run(load_onnx(model), model_feeds)
+    np.testing.assert_array_equal(got["y"], want_y)
+    np.testing.assert_array_equal(got["i"], want_i)

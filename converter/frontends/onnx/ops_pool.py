@@ -5,7 +5,8 @@ it gives ONNX's output (1-2 spatial dims, symmetric pads); where ceil and floor 
 size it is dropped. Dilated pooling (opset 19+) and the other ceil_mode cases, which no IR
 pooling op expresses, are pooled tap by tap (`_pool_by_taps`: strided slices of the padded
 input, elementwise max / sum, counts from the geometry; static spatial dims). LpPool is written as (sum-pool of |x|^p)^(1/p), the sum-pool being an average including
-the (zero) padding times the kernel size. MaxPool's Indices output is not supported.
+the (zero) padding times the kernel size. MaxPool's Indices output (flat indices into the input,
+row- or column-major by storage_order) comes from the tap-by-tap form, which tracks the argmax.
 """
 
 from __future__ import annotations
@@ -90,7 +91,8 @@ def _onnx_geometry(ctx: Ctx, win: WindowAttrs, spatial: tuple[int, ...], ceil: b
     return outs, before, after
 
 
-def _pool_by_taps(ctx: Ctx, node: Node, x: Value, kind: str, p: float = 2.0) -> Value:
+def _pool_by_taps(ctx: Ctx, node: Node, x: Value, kind: str, p: float = 2.0, indices: bool = False
+                  ) -> Value | tuple[Value, Value]:
     """Pooling as an elementwise max / sum over the kernel's taps, each a strided slice of the
     explicitly padded input (-inf for max, 0 otherwise); averages divide by per-position counts
     computed from the geometry (cells inside the input, or inside input plus explicit pads with
@@ -115,7 +117,7 @@ def _pool_by_taps(ctx: Ctx, node: Node, x: Value, kind: str, p: float = 2.0) -> 
     pad = [v for i in range(len(spatial)) for v in (before[i], after[i] + extra[i])]
     if any(pad):
         src = b.pad(x=src, pad=np.array(pad, np.int32), mode="constant", constant_val=np.asarray(fill, src.type.dtype.storage))
-    acc = None
+    acc = idx = None
     for tap in np.ndindex(*win.kernel):
         begin = [0, 0] + [t * d for t, d in zip(tap, win.dilations)]
         end = [0, 0] + [t * d + (o - 1) * s + 1 for t, d, o, s in zip(tap, win.dilations, outs, win.strides)]
@@ -123,7 +125,22 @@ def _pool_by_taps(ctx: Ctx, node: Node, x: Value, kind: str, p: float = 2.0) -> 
                                  stride=np.array([1, 1, *win.strides], np.int32),
                                  begin_mask=[True, True] + [False] * len(spatial),
                                  end_mask=[True, True] + [False] * len(spatial))
+        if indices:  # the first strict maximum in row-major kernel order, as onnxruntime scans
+            where = _tap_positions(win, spatial, outs, before, tap, int(ctx.attr("storage_order", 0)))
+            if acc is None:
+                acc, idx = piece, b.const(where)
+            else:
+                better = b.greater(x=piece, y=acc)
+                acc, idx = b.select(cond=better, a=piece, b=acc), b.select(cond=better, a=where, b=idx)
+            continue
         acc = piece if acc is None else (b.maximum(x=acc, y=piece) if kind == "max" else b.add(x=acc, y=piece))
+    if indices:
+        n, c = shape[0], shape[1]
+        per_image = int(np.prod(spatial))
+        base = (np.arange(n * c, dtype=np.int64) * per_image).reshape(n, c, *([1] * len(spatial)))
+        if n * c * per_image > np.iinfo(np.int32).max:
+            raise ctx.unsupported("indices beyond the int32 range")
+        return acc, b.add(x=idx, y=base.astype(np.int32))
     if kind == "avg":
         include = bool(int(ctx.attr("count_include_pad", 0)))
         counts = _counts(win, spatial, outs, before, after, include)
@@ -131,6 +148,18 @@ def _pool_by_taps(ctx: Ctx, node: Node, x: Value, kind: str, p: float = 2.0) -> 
     elif kind == "lp":
         acc = _root(ctx, acc, p)
     return acc
+
+
+def _tap_positions(win: WindowAttrs, spatial: tuple[int, ...], outs: list[int], before: list[int],
+                   tap: tuple[int, ...], storage_order: int) -> np.ndarray:
+    """For one kernel tap: the flat index within one [spatial] image of the cell each output
+    position reads (row-major, or column-major with storage_order=1), shape [1, 1, *outs]."""
+    coords = [np.arange(o) * s + t * d - bb for o, s, t, d, bb in zip(outs, win.strides, tap, win.dilations, before)]
+    grids = np.meshgrid(*coords, indexing="ij")
+    dims = spatial if not storage_order else spatial[::-1]
+    grids = grids if not storage_order else grids[::-1]
+    flat = np.ravel_multi_index(tuple(np.clip(g, 0, d - 1) for g, d in zip(grids, dims)), dims)
+    return flat.reshape(1, 1, *outs).astype(np.int32)
 
 
 def _counts(win: WindowAttrs, spatial: tuple[int, ...], outs: list[int], before: list[int], after: list[int],
@@ -169,6 +198,8 @@ def average_pool(ctx: Ctx, node: Node) -> list[Value]:
 @onnx_op("MaxPool", versions=(1, 22))
 def max_pool(ctx: Ctx, node: Node) -> list[Value | None]:
     x = ctx.input(0, FLOATS)  # int8/uint8 (opset 12) are exact in fp32; the driver casts back
+    if len(node.outputs) > 1 and node.outputs[1]:  # Indices: pooled tap by tap, tracking the argmax
+        return list(_pool_by_taps(ctx, node, x, "max", indices=True))
     try:
         win, ceil = _pool_window(ctx, node, x)
     except _ByTaps:
