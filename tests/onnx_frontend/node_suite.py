@@ -163,6 +163,7 @@ def run_case(case: Case, supported_ops: set[str] | None = None, *, via_mil: bool
     from converter.ir.interpreter import run
 
     if supported_ops is None:
+        from converter.frontends.onnx import ops  # noqa: F401  (fills the registry)
         from converter.frontends.onnx.registry import MAPPINGS
 
         supported_ops = set(MAPPINGS)
