@@ -25,12 +25,13 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--failures", action="store_true", help="print every non-passing case with its reason")
     ap.add_argument("-k", default="", help="only cases whose name contains this")
+    ap.add_argument("--via-mil", action="store_true", help="ONNX -> IR -> .mlpackage -> IR -> interpreter")
     ap.add_argument("--write-passing", action="store_true", help=f"rewrite {PASSING_LIST.relative_to(REPO)}")
     args = ap.parse_args()
     t0 = time.perf_counter()
     cases = [c for c in all_cases() if args.k in c.name]
     t1 = time.perf_counter()
-    results = [run_case(c) for c in cases]
+    results = [run_case(c, via_mil=args.via_mil) for c in cases]
     t2 = time.perf_counter()
     per_op: dict[str, Counter] = defaultdict(Counter)
     reasons: dict[str, Counter] = defaultdict(Counter)
@@ -52,6 +53,18 @@ def main() -> None:
         if op not in MAPPINGS:
             why, n = reasons[op].most_common(1)[0]
             print(f"  {op}: {why} ({sum(reasons[op].values())})")
+    print("\nper family (cases using an op of the family whose ops are all supported: pass / cases):")
+    from converter.frontends.onnx.registry import MAPPINGS as _M
+
+    fam_of = {op: ms[0].family for op, ms in _M.items()}
+    fams: dict[str, Counter] = defaultdict(Counter)
+    for r in results:
+        if r.supported:
+            for fam in {fam_of[op] for op in r.ops if op in fam_of}:
+                fams[fam][r.status] += 1
+    for fam in sorted(fams):
+        c = fams[fam]
+        print(f"  {fam:<12} {c['pass']:>4} / {sum(c.values()):<4} ({100 * c['pass'] / max(sum(c.values()), 1):.1f}%)")
     if args.failures:
         print("\nnot passing:")
         for r in results:
@@ -59,7 +72,7 @@ def main() -> None:
                 print(f"  [{r.status}] {r.suite}/{r.name} ({', '.join(r.ops)}): {r.detail[:300]}")
     print("\n" + Summary(results).line())
     print(f"collect {t1 - t0:.1f} s, convert + run {t2 - t1:.1f} s ({len(results)} cases)")
-    if args.write_passing:
+    if args.write_passing and not args.via_mil:
         names = sorted(f"{r.suite}/{r.name}" for r in results if r.status == "pass")
         PASSING_LIST.write_text("\n".join(names) + "\n")
         print(f"wrote {len(names)} names to {PASSING_LIST}")

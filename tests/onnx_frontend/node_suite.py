@@ -13,6 +13,13 @@ Each case gets one status:
 - ``unsupported``: the converter refused it with an UnsupportedError (the reason is kept);
 - ``error``: any other error (a FormatError on a valid ONNX test model is our bug).
 
+Parameter inputs: many node tests feed parameters that real models hold as constants (Squeeze's
+axes, Slice's starts, Pad's pads, ...) as graph inputs. The IR needs those at conversion time, so
+when the converter refuses a case because an input must be known at conversion time (an
+UnsupportedError whose ``details`` name it), the harness binds that graph input to the data
+set's value as an initializer and converts again (per data set); such results are marked
+``frozen`` (the names of the inputs bound) and counted separately in the report.
+
 A case's ``ops`` are the op types its model holds; it counts as "supported" when every one of
 them is in the frontend's registry (whatever version).
 """
@@ -56,6 +63,7 @@ class Result:
     status: str  # pass | fail | unsupported | error
     detail: str = ""
     supported: bool = field(default=False)
+    frozen: tuple[str, ...] = ()  # graph inputs bound to constants (see module doc)
 
 
 def _op_types(graph: onnx.GraphProto) -> set[str]:
@@ -149,33 +157,23 @@ def _compare(got: np.ndarray, want: np.ndarray, rtol: float, atol: float) -> str
     return None
 
 
-def run_case(case: Case, supported_ops: set[str] | None = None) -> Result:
-    """Convert and run one case; never raises for a converter or interpreter error."""
-    from converter.frontends.onnx import load_onnx
+def run_case(case: Case, supported_ops: set[str] | None = None, *, via_mil: bool = False) -> Result:
+    """Convert and run one case; never raises for a converter or interpreter error. ``via_mil``:
+    ONNX -> IR -> MIL ``.mlpackage`` (a temporary folder) -> IR -> interpreter instead."""
     from converter.ir.interpreter import run
 
     if supported_ops is None:
+        from converter.frontends.onnx import ops  # noqa: F401  (fills the registry)
         from converter.frontends.onnx.registry import MAPPINGS
 
         supported_ops = set(MAPPINGS)
     res = Result(case.name, case.suite, case.ops, "error", supported=set(case.ops) <= supported_ops)
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            prog = load_onnx(case.model)
-    except UnsupportedError as e:
-        res.status, res.detail = "unsupported", e.message
-        return res
-    except ConverterError as e:
-        res.detail = f"load: {type(e).__name__}: {e}"
-        return res
-    except Exception as e:  # noqa: BLE001 - a crash is a result to report, not a harness failure
-        res.detail = f"load crashed: {type(e).__name__}: {e}"
-        return res
     graph = case.model.graph
     init = {t.name for t in graph.initializer}
     in_names = [vi.name for vi in graph.input if vi.name not in init]
     out_names = [vi.name for vi in graph.output]
+    frozen: list[str] = []
+    prog = None
     for k, (inputs, outputs) in enumerate(case.data_sets):
         feeds = {}
         for name, x in zip(in_names, inputs):
@@ -183,10 +181,19 @@ def run_case(case: Case, supported_ops: set[str] | None = None) -> Result:
                 res.status, res.detail = "unsupported", f"input '{name}' is a sequence or optional value"
                 return res
             feeds[name] = _plain(x)
+        if prog is None or frozen:
+            prog = _load(case.model, feeds, frozen, res)
+            if prog is None:
+                return res
+            if via_mil:
+                prog = _through_mlpackage(prog, res)
+                if prog is None:
+                    return res
+        res.frozen = tuple(frozen)
         try:
             with warnings.catch_warnings(), np.errstate(all="ignore"):
                 warnings.simplefilter("ignore")
-                got = run(prog, feeds)
+                got = _run_positional(run, prog, [v for n, v in feeds.items() if n not in frozen], out_names)
         except Exception as e:  # noqa: BLE001
             res.detail = f"run: {type(e).__name__}: {e}"[:400]
             return res
@@ -200,6 +207,87 @@ def run_case(case: Case, supported_ops: set[str] | None = None) -> Result:
                 return res
     res.status = "pass"
     return res
+
+
+def _load(model: onnx.ModelProto, feeds: dict[str, np.ndarray], frozen: list[str], res: Result) -> Any:
+    """Convert ``model`` (with the inputs in ``frozen`` bound to their feeds, growing ``frozen`` while
+    the converter asks for constants); None with ``res`` filled in when it cannot be converted."""
+    from converter.frontends.onnx import load_onnx
+
+    while True:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return load_onnx(_freeze(model, feeds, frozen) if frozen else model)
+        except UnsupportedError as e:
+            need = e.details.get("needs_constant") if isinstance(e.details, dict) else None
+            new = [n for n in _input_ancestors(model.graph, need, feeds) if n not in frozen] if need else []
+            if new:
+                frozen.extend(new)
+                continue
+            res.status, res.detail = "unsupported", e.message
+        except ConverterError as e:
+            res.detail = f"load: {type(e).__name__}: {e}"
+        except Exception as e:  # noqa: BLE001 - a crash is a result to report, not a harness failure
+            res.detail = f"load crashed: {type(e).__name__}: {e}"
+        return None
+
+
+def _run_positional(run: Any, prog: Any, inputs: list[Any], out_names: list[str]) -> dict[str, Any]:
+    """Run with inputs and outputs matched by position (a Core ML writer may rename features that
+    are not valid identifiers, e.g. ONNX's "0"); scalar feeds of [1]-declared inputs are reshaped."""
+    fn = prog.main
+    feeds = {}
+    for v, x in zip(fn.inputs, inputs):
+        x = np.asarray(x)
+        if x.ndim == 0 and v.type.shape == (1,):
+            x = x.reshape(1)
+        feeds[v.name] = x
+    got = run(prog, feeds)
+    return {name: got[v.name] for name, v in zip(out_names, fn.outputs)}
+
+
+def _through_mlpackage(prog: Any, res: Result) -> Any:
+    """``prog`` written as an ``.mlpackage`` and read back (None with ``res`` filled on error)."""
+    import tempfile
+
+    import converter
+
+    with tempfile.TemporaryDirectory(prefix="onnx_node_") as tmp:
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # features renamed to MIL identifiers ("0" -> "_0")
+                path = converter.save(prog, Path(tmp) / "m.mlpackage")
+                return converter.load(path)
+        except Exception as e:  # noqa: BLE001 - reported per case
+            res.detail = f"mlpackage round trip: {type(e).__name__}: {e}"[:400]
+            return None
+
+
+def _input_ancestors(graph: onnx.GraphProto, name: str, feeds: dict[str, np.ndarray]) -> list[str]:
+    """The graph inputs value ``name`` is computed from (itself if it is one)."""
+    producer = {o: n for n in graph.node for o in n.output}
+    out, todo, seen = [], [name], set()
+    while todo:
+        v = todo.pop()
+        if v in seen or not v:
+            continue
+        seen.add(v)
+        if v in feeds:
+            out.append(v)
+        elif v in producer:
+            todo.extend(producer[v].input)
+    return sorted(out)
+
+
+def _freeze(model: onnx.ModelProto, feeds: dict[str, np.ndarray], names: list[str]) -> onnx.ModelProto:
+    m = onnx.ModelProto()
+    m.CopyFrom(model)
+    keep = [vi for vi in m.graph.input if vi.name not in names]
+    del m.graph.input[:]
+    m.graph.input.extend(keep)
+    m.graph.initializer.extend(numpy_helper.from_array(np.asarray(feeds[n]), n) for n in names)
+    return m
 
 
 def run_all(cases: list[Case] | None = None) -> Iterator[Result]:
@@ -224,9 +312,11 @@ class Summary:
 
     def line(self) -> str:
         p, ps = self.count("pass"), self.count("pass", True)
+        frozen = sum(r.status == "pass" and bool(r.frozen) for r in self.results)
         return (f"{p}/{self.total} cases pass ({100 * p / max(self.total, 1):.1f}%); of the {self.supported_total} "
                 f"cases whose ops are all supported: {ps} pass ({100 * ps / max(self.supported_total, 1):.1f}%); "
-                f"fail {self.count('fail')}, error {self.count('error')}, unsupported {self.count('unsupported')}")
+                f"fail {self.count('fail')}, error {self.count('error')}, unsupported {self.count('unsupported')}; "
+                f"{frozen} of the passes bind parameter inputs as constants")
 
 
 #: The cases known to pass, one ``suite/name`` a line (benchmarks/onnx_node_tests.py --write-passing).

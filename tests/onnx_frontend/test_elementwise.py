@@ -26,7 +26,8 @@ def _check(op, inputs, attrs=None, opset=21, out_type=None, exact=True):
     model, feeds = _one_node(op, inputs, attrs, opset, out_type)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)[0]
-    got = run(load_onnx(model), feeds)["y"]
+    # a scalar ONNX input is a [1] input of the program (Core ML inputs have rank >= 1)
+    got = run(load_onnx(model), {k: v.reshape(1) if v.ndim == 0 else v for k, v in feeds.items()})["y"]
     assert got.shape == want.shape
     if exact:
         np.testing.assert_array_equal(got.astype(want.dtype), want)
@@ -117,4 +118,22 @@ def test_constant_of_shape_int64_value_from_a_runtime_shape():
                              {"value": numpy_helper.from_array(np.array([-4], np.int64))}, out_type=7)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)[0]
+    np.testing.assert_array_equal(run(load_onnx(model), feeds)["y"], want)
+
+
+def test_log_of_zero_is_minus_infinity():
+    """MIL log adds an epsilon (1e-45) by default; ONNX's log(0) is -inf."""
+    _check("Log", [np.array([0.0, 1e-30, 2.0], np.float32)], exact=False)
+
+
+@pytest.mark.parametrize("attrs,b_shape", [({"broadcast": 1, "axis": 1}, (3, 4)), ({"broadcast": 1}, (4, 5)),
+                                           ({"broadcast": 1, "axis": -3}, (3,)), ({}, (2, 3, 4, 5))])
+def test_opset_6_broadcast_with_axis_aligns_from_axis(attrs, b_shape):
+    """Legacy broadcast (opset < 7): B's dims align with A's from ``axis``. Oracle: the formula of
+    the opset-6 spec (numpy with B given trailing 1s), which onnxruntime no longer runs."""
+    a = np.arange(120, dtype=np.float32).reshape(2, 3, 4, 5)
+    b = (np.arange(np.prod(b_shape), dtype=np.float32) * 10).reshape(b_shape)
+    model, feeds = _one_node("Mul", [a, b], attrs, opset=6)
+    axis = attrs.get("axis", 4 - len(b_shape)) % 4
+    want = a * b.reshape(b_shape + (1,) * (4 - axis - len(b_shape)))
     np.testing.assert_array_equal(run(load_onnx(model), feeds)["y"], want)

@@ -6,6 +6,8 @@ loader stated by its contract (error kinds and messages, views, symbols, untouch
 
 from __future__ import annotations
 
+import mmap
+
 import numpy as np
 import onnx
 import onnxruntime as ort
@@ -73,6 +75,28 @@ def test_raw_data_initializers_are_views_not_copies():
     assert not val.flags.owndata  # np.frombuffer over the tensor's bytes
 
 
+def test_large_raw_data_of_a_model_file_stays_in_the_mapped_file(tmp_path):
+    model, w = _weighted_model(n=8192)  # 128 KiB of weights: above MAPPED_MIN_BYTES
+    small = numpy_helper.from_array(np.arange(4, dtype=np.float32), "small")
+    model.graph.initializer.append(small)
+    model.graph.node.append(h.make_node("Add", ["y", "small"], ["z"]))
+    model.graph.output.append(_vi("z", T.FLOAT, ["batch", 4]))
+    path = tmp_path / "m.onnx"
+    onnx.save(model, path)
+    prog = load_onnx(path)
+    val = _consts(prog)["w"]
+    np.testing.assert_array_equal(val, w)
+    owner = val
+    while isinstance(owner, np.ndarray):
+        owner = owner.base
+    assert isinstance(owner, memoryview) and isinstance(owner.obj, mmap.mmap)  # a view of the mapped file
+    x = np.ones((8192, 4), np.float32)
+    want = _ort(model, {"x": x})
+    got = run(prog, {"x": x})
+    for k in ("y", "z"):
+        np.testing.assert_array_equal(got[k], want[k])
+
+
 def test_external_data_is_memory_mapped(tmp_path):
     model, w = _weighted_model()
     path = tmp_path / "m.onnx"
@@ -118,6 +142,23 @@ def test_dim_params_become_shared_symbols_and_unnamed_dims_fresh_ones():
     assert isinstance(b.type.shape[1], Symbol) and b.type.shape[1] != Symbol("N")
 
 
+def test_interface_uses_core_ml_feature_types():
+    """bool / uint8 inputs and outputs are declared int32 and scalars [1] (what Core ML features
+    hold); the values are exact and the ONNX types are recorded."""
+    model = _model([h.make_node("Not", ["m"], ["n"]), h.make_node("Add", ["u", "s"], ["v"])],
+                   [_vi("m", T.BOOL, [3]), _vi("u", T.UINT8, [3]), _vi("s", T.UINT8, [])],
+                   [_vi("n", T.BOOL, [3]), _vi("v", T.UINT8, [3])])
+    prog = load_onnx(model)
+    fn = prog.main
+    assert [(v.type.dtype.name, v.type.shape) for v in fn.inputs] == [("int32", (3,)), ("int32", (3,)),
+                                                                        ("int32", (1,))]
+    assert [v.type.dtype.name for v in fn.outputs] == ["int32", "int32"]
+    assert fn.output_info["n"].extra["onnx_elem_type"] == "bool"
+    out = run(prog, {"m": np.array([1, 0, 1]), "u": np.array([250, 3, 7]), "s": np.array([10])})
+    assert out["n"].tolist() == [0, 1, 0]
+    assert out["v"].tolist() == [4, 13, 17]  # uint8 wraps
+
+
 def test_garbage_is_a_format_error_naming_the_file(tmp_path):
     p = tmp_path / "bad.onnx"
     p.write_bytes(b"\xff\xfe not a protobuf")
@@ -144,10 +185,10 @@ def test_every_unsupported_op_is_listed_in_one_error():
 
 
 def test_an_op_version_whose_semantics_changed_is_refused_naming_it():
-    # Add at opset 6 has the legacy `broadcast` attribute: schema version 6 is not mapped
-    model = _model([h.make_node("Add", ["a", "b"], ["c"])], [_vi("a", T.FLOAT, [2]), _vi("b", T.FLOAT, [2])],
-                   [_vi("c", T.FLOAT, [2])], opset=6)
-    with pytest.raises(UnsupportedError, match=r"Add \(version 6 of the op is not supported"):
+    # Concat before opset 4 defaults its axis to 1 (later versions require it): version 1 is not mapped
+    model = _model([h.make_node("Concat", ["a", "b"], ["c"])], [_vi("a", T.FLOAT, [2, 2]), _vi("b", T.FLOAT, [2, 2])],
+                   [_vi("c", T.FLOAT, [2, 4])], opset=3)
+    with pytest.raises(UnsupportedError, match=r"Concat \(version 1 of the op is not supported"):
         load_onnx(model)
 
 
@@ -178,11 +219,18 @@ def test_int64_is_held_as_int32_and_out_of_range_constants_are_refused():
     assert run(prog, {"a": np.array([7])})["c"].tolist() == [2]
 
 
-def test_malformed_node_is_a_format_error_naming_it():
-    model = _model([h.make_node("Add", ["a", "nowhere"], ["c"], name="the_add")], [_vi("a", T.FLOAT, [2])],
-                   [_vi("c", T.FLOAT, [2])])
-    with pytest.raises(FormatError):
+@pytest.mark.parametrize("nodes,match", [
+    ([h.make_node("Add", ["a", "nowhere"], ["c"], name="the_add")], "'nowhere' is not a graph input"),
+    ([h.make_node("Relu", ["b"], ["c"], name="first"), h.make_node("Relu", ["a"], ["b"], name="second")],
+     "output of an earlier node"),
+    ([h.make_node("Relu", ["a"], ["c"], name="one"), h.make_node("Relu", ["a"], ["c"], name="two")],
+     "'c' is defined twice"),
+])
+def test_malformed_graphs_are_format_errors_naming_the_node(nodes, match):
+    model = _model(nodes, [_vi("a", T.FLOAT, [2])], [_vi("c", T.FLOAT, [2])])
+    with pytest.raises(FormatError, match=match) as e:
         load_onnx(model)
+    assert e.value.op is not None
 
 
 def test_graph_outputs_keep_their_names_when_they_are_inputs_or_constants():

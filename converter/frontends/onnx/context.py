@@ -36,6 +36,7 @@ from ...errors import FormatError, UnsupportedError
 from ...ir.builder import Builder
 from ...ir.consteval import compile_time_value
 from ...ir.core import Value
+from ...ir.opdef import get_opdef
 
 #: ONNX element type -> the IR dtype holding it (None: no IR dtype can hold it).
 IR_DTYPE: dict[int, str | None] = {
@@ -154,7 +155,8 @@ class Ctx:
         v = self.values.get(name)
         if v is None:
             if name not in self.arrays:
-                raise self.format_error(f"input '{name}' is not produced by any node, input or initializer")
+                raise self.format_error(f"'{name}' is not a graph input, an initializer or the output of an earlier "
+                                        "node (ONNX nodes are in topological order)")
             v = self.b.const(narrow(self.arrays[name], f"tensor '{name}'"), name=name)
             self.values[name] = v
         return v
@@ -181,9 +183,13 @@ class Ctx:
         return None if got is None else np.asarray(got)
 
     def require_const(self, i: int, what: str) -> np.ndarray:
+        """Input ``i`` as a compile-time array; UnsupportedError (``details`` = {"needs_constant":
+        ONNX name}) when it is only known at run time."""
         got = self.const_input(i)
         if got is None:
-            raise self.unsupported(f"{what} (input {i}) must be known at conversion time")
+            e = self.unsupported(f"{what} (input {i}) must be known at conversion time")
+            e.details = {"needs_constant": self.node.proto.input[i]}
+            raise e
         return got
 
     def elem_type(self, name: str) -> int | None:
@@ -193,7 +199,17 @@ class Ctx:
         return self.elem_types.get(self.node.proto.input[i]) if self.has(i) else None
 
     def rank(self, v: Value) -> int:
+        if v.type.shape is None:
+            raise self.unsupported(f"the rank of '{v.name}' is unknown")
         return len(v.type.shape)
+
+    @staticmethod
+    def static_shape(v: Value) -> tuple[int, ...] | None:
+        """The shape of ``v`` as ints when every dim is known (else None)."""
+        shape = v.type.shape
+        if shape is None or not all(isinstance(d, (int, np.integer)) for d in shape):
+            return None
+        return tuple(int(d) for d in shape)
 
     def widen(self, v: Value, allowed: Sequence[str] = NUMERIC) -> Value:
         """``v`` cast to the first dtype of ``allowed`` that holds its values exactly (bool and small
@@ -215,6 +231,23 @@ class Ctx:
         if v.type.dtype.name == want:
             return v
         return self.b.cast(x=v, dtype=want)
+
+    def op(self, ir_op: str, **inputs: Any) -> Value:
+        """Append IR op ``ir_op`` and return its (first) output."""
+        return self.b.add_op(ir_op, inputs).outputs[0]
+
+    def accepts(self, ir_op: str, param: str = "x") -> tuple[str, ...]:
+        """The dtypes IR op ``ir_op`` takes for ``param`` (what to `widen` an operand to)."""
+        spec = get_opdef(ir_op, self.b.opset).signature.inputs[param]
+        return tuple(spec.types) if spec.types else ("fp32", "fp16", "int32", "bool", "int8", "uint8", "int16",
+                                                      "uint16")
+
+    def ints(self, i: int, what: str = "") -> list[int] | None:
+        """Input ``i`` as a list of Python ints when known at conversion time (None when absent)."""
+        if not self.has(i):
+            return None
+        arr = self.require_const(i, what or f"input {i}")
+        return [int(v) for v in np.asarray(arr).reshape(-1)]
 
     def const(self, val: Any, like: Value | None = None) -> Value:
         """A constant in the dtype of ``like`` when given (Python literals: fp32 / int32)."""

@@ -1,8 +1,11 @@
 """Reading an ONNX model: the protobuf, its external data, its initializers, its inferred types.
 
-Initializers are numpy views where the data allows: ``raw_data`` through ``np.frombuffer`` (the
-bytes object protobuf hands out; no further copy) and external data through ``np.memmap`` of the
-data file (nothing read until used). Typed fields (``float_data`` ...) and bf16 need a copy.
+Initializers are numpy views where the data allows. A model file is read without its large
+``raw_data`` fields (converter/formats/protowire.py takes them out before protobuf parses the
+rest), which become views of the mapped file: nothing is copied or read until used. External data
+is a ``np.memmap`` of the data file. ``raw_data`` of a model given as bytes or a message is an
+``np.frombuffer`` view of the bytes protobuf hands out. Typed fields (``float_data`` ...) and bf16
+need a copy.
 The caller's ``ModelProto`` is never modified: shape inference works on a copy that holds only the
 small initializers (large ones are declared as typed graph inputs instead, so a big model is not
 serialized twice).
@@ -10,6 +13,7 @@ serialized twice).
 
 from __future__ import annotations
 
+import mmap
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,11 +37,26 @@ _RAW_DTYPES: dict[int, str] = {
 }
 
 
+#: raw_data fields at least this large stay in the file (mapped) when a model is read from a path.
+MAPPED_MIN_BYTES = INFERENCE_INLINE_BYTES
+_RAW_DATA = onnx.TensorProto.DESCRIPTOR.fields_by_name["raw_data"].number
+
+
 @dataclass
 class ModelSource:
     model: onnx.ModelProto
     label: str  # the file name, or "<bytes>" / "<ModelProto>", for messages
     base_dir: Path | None  # where external data files are looked up
+    payloads: list[memoryview] | None = None  # raw_data left in the mapped file, by marker index
+
+    def mapped_raw_data(self, t: onnx.TensorProto) -> memoryview | None:
+        """The raw_data of ``t`` when it was left in the mapped file."""
+        if not self.payloads:
+            return None
+        from ...formats.protowire import payload_indices
+
+        idx = payload_indices(t)
+        return self.payloads[idx[0]] if idx and idx[0] < len(self.payloads) else None
 
 
 def read_model(source: Any, base_dir: str | os.PathLike | None = None) -> ModelSource:
@@ -49,16 +68,39 @@ def read_model(source: Any, base_dir: str | os.PathLike | None = None) -> ModelS
                            Path(base_dir) if base_dir is not None else None)
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
-        label = str(path)
-        try:
-            data = path.read_bytes()
-        except IsADirectoryError:
-            raise FormatError("is a folder, not an ONNX model file", file=label) from None
-        except OSError as e:
-            raise FormatError(f"cannot read the file: {e.strerror or e}", file=label) from None
-        return ModelSource(_parse(data, label), label, Path(base_dir) if base_dir is not None else path.parent)
+        model, payloads = _read_file(path)
+        return ModelSource(model, str(path), Path(base_dir) if base_dir is not None else path.parent, payloads)
     raise UnsupportedError(f"cannot load a {type(source).__name__} as an ONNX model: give a path, bytes or an "
                            "onnx.ModelProto")
+
+
+def _is_large_raw_data(descriptor: object, number: int, length: int) -> bool:
+    return descriptor is onnx.TensorProto.DESCRIPTOR and number == _RAW_DATA and length >= MAPPED_MIN_BYTES
+
+
+def _read_file(path: Path) -> tuple[onnx.ModelProto, list[memoryview]]:
+    """The model in ``path`` with its large raw_data left in the file, mapped (a malformed file
+    the walk cannot split is parsed whole, so that protobuf says what is wrong)."""
+    from ...formats.files import open_regular
+    from ...formats.protowire import WireError, split_payloads
+    from ...limits import MAX_MODEL_FILE_BYTES
+
+    label = str(path)
+    try:
+        with open_regular(path, max_bytes=MAX_MODEL_FILE_BYTES, what="ONNX model file") as f:
+            size = os.fstat(f.fileno()).st_size
+            try:
+                skeleton, found = split_payloads(f.fileno(), size, onnx.ModelProto.DESCRIPTOR, _is_large_raw_data,
+                                                 within=(onnx.TensorProto.DESCRIPTOR,))
+            except WireError:
+                return _parse(f.read(), label), []
+            model = _parse(skeleton, label)
+            if not found:
+                return model, []
+            view = memoryview(mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ))
+            return model, [view[start:start + n] for _, start, n in found]
+    except OSError as e:
+        raise FormatError(f"cannot read the file: {e.strerror or e}", file=label) from None
 
 
 def _parse(data: bytes, label: str) -> onnx.ModelProto:
@@ -84,8 +126,9 @@ def tensor_array(t: onnx.TensorProto, src: ModelSource) -> np.ndarray:
     if t.data_location == TensorProto.EXTERNAL:
         return _external(t, dims, count, src)
     raw = _RAW_DTYPES.get(t.data_type)
-    if t.HasField("raw_data") and raw is not None:
-        buf = t.raw_data
+    mapped = src.mapped_raw_data(t)
+    if raw is not None and (mapped is not None or t.HasField("raw_data")):
+        buf = mapped if mapped is not None else t.raw_data
         want = count * np.dtype(raw).itemsize
         if len(buf) != want:
             raise FormatError(f"tensor '{t.name}' has {len(buf)} bytes of raw data, its shape {list(dims)} needs "
@@ -161,7 +204,8 @@ def inferred_types(src: ModelSource) -> onnx.GraphProto:
     _copy_fields(m.graph, g, skip="initializer")
     inputs = {i.name for i in g.input}
     for t in m.graph.initializer:
-        if t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= INFERENCE_INLINE_BYTES:
+        if (t.data_location != TensorProto.EXTERNAL and t.ByteSize() <= INFERENCE_INLINE_BYTES
+                and src.mapped_raw_data(t) is None):
             g.initializer.append(t)
         elif t.name not in inputs:
             g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))

@@ -1,3 +1,13 @@
-"""The op families: importing this module fills the registry (one line per ``ops_<family>`` module)."""
+"""The op families: importing this module fills the registry (one line per ``ops_<family>`` module,
+so families added in parallel do not conflict)."""
 
-from . import ops_activation, ops_elementwise, ops_tensor  # noqa: F401
+# ruff: noqa: F401, I001
+from . import ops_activation
+from . import ops_conv
+from . import ops_elementwise
+from . import ops_linalg
+from . import ops_norm
+from . import ops_pool
+from . import ops_reduce
+from . import ops_shape
+from . import ops_tensor

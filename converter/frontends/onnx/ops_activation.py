@@ -10,6 +10,8 @@ broadcast and run-time slopes and bounds, and integers.
 
 from __future__ import annotations
 
+import numpy as np
+
 from ...ir.core import Value
 from .context import FLOATS, NUMERIC, Ctx, Node
 from .registry import onnx_op
@@ -19,7 +21,7 @@ def _float_attr(ctx: Ctx, name: str, default: float) -> float:
     return float(ctx.attr(name, default))
 
 
-@onnx_op("Relu", versions=(6, 14))
+@onnx_op("Relu", versions=(1, 14))
 def relu(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, NUMERIC)
     if x.type.dtype.is_float:
@@ -27,24 +29,24 @@ def relu(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.maximum(x=x, y=ctx.const(0, x))]  # integer Relu (opset 14)
 
 
-@onnx_op("Sigmoid", versions=(6, 13))
+@onnx_op("Sigmoid", versions=(1, 13))
 def sigmoid(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.sigmoid(x=ctx.input(0, FLOATS))]
 
 
-@onnx_op("LeakyRelu", versions=(6, 16))
+@onnx_op("LeakyRelu", versions=(1, 16))
 def leaky_relu(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     return [ctx.b.leaky_relu(x=x, alpha=ctx.const(_float_attr(ctx, "alpha", 0.01), x))]
 
 
-@onnx_op("Elu", versions=(6, 22))
+@onnx_op("Elu", versions=(1, 22))
 def elu(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     return [ctx.b.elu(x=x, alpha=ctx.const(_float_attr(ctx, "alpha", 1.0), x))]
 
 
-@onnx_op("Selu", versions=(6, 22))
+@onnx_op("Selu", versions=(1, 22))
 def selu(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     alpha = _float_attr(ctx, "alpha", 1.67326319217681884765625)
@@ -60,7 +62,7 @@ def celu(ctx: Ctx, node: Node) -> list[Value]:
     return [b.mul(x=b.elu(x=scaled, alpha=ctx.const(1.0, x)), y=ctx.const(alpha, x))]
 
 
-@onnx_op("HardSigmoid", versions=(6, 22))
+@onnx_op("HardSigmoid", versions=(1, 22))
 def hard_sigmoid(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     return [ctx.b.sigmoid_hard(x=x, alpha=ctx.const(_float_attr(ctx, "alpha", 0.2), x),
@@ -101,14 +103,20 @@ def thresholded_relu(ctx: Ctx, node: Node) -> list[Value]:
     return [b.select(cond=b.greater(x=x, y=alpha), a=x, b=ctx.const(0.0, x))]
 
 
-@onnx_op("PRelu", versions=(9, 16))
+@onnx_op("PRelu", versions=(1, 16))
 def prelu(ctx: Ctx, node: Node) -> list[Value]:
-    """x where x >= 0, slope * x elsewhere (slope broadcast to x, as ONNX's unidirectional rule)."""
+    """x where x >= 0, slope * x elsewhere (slope broadcast to x, as ONNX's unidirectional rule).
+    Before opset 7 a 1-D slope of C > 1 values is per channel (axis 1), as Caffe2 defined it and
+    ONNX's pytorch-converted tests expect; one value is shared."""
     b = ctx.b
     x = ctx.input(0, NUMERIC)
     slope = ctx.input(1, NUMERIC)
     if slope.type.dtype != x.type.dtype:
         slope = b.cast(x=slope, dtype=x.type.dtype.name)
+    if node.version < 7 and ctx.rank(slope) == 1 and ctx.rank(x) > 2:
+        n = slope.type.shape[0]
+        if isinstance(n, (int, np.integer)) and int(n) > 1:
+            slope = b.reshape(x=slope, shape=np.array([-1] + [1] * (ctx.rank(x) - 2), np.int32))
     return [b.select(cond=b.less(x=x, y=ctx.const(0, x)), a=b.mul(x=x, y=slope), b=x)]
 
 
@@ -128,7 +136,7 @@ def clip(ctx: Ctx, node: Node) -> list[Value]:
     return [x]
 
 
-@onnx_op("Clip", versions=(6, 6))
+@onnx_op("Clip", versions=(1, 6))
 def clip_attrs(ctx: Ctx, node: Node) -> list[Value]:
     b, x = ctx.b, ctx.input(0, FLOATS)
     lo, hi = _float_attr(ctx, "min", -3.4028234663852886e38), _float_attr(ctx, "max", 3.4028234663852886e38)

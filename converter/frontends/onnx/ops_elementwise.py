@@ -19,7 +19,7 @@ _ARITH = {"Add": "add", "Sub": "sub", "Mul": "mul"}
 _COMPARE = {"Equal": "equal", "Greater": "greater", "Less": "less", "GreaterOrEqual": "greater_equal",
             "LessOrEqual": "less_equal"}
 _LOGICAL = {"And": "logical_and", "Or": "logical_or", "Xor": "logical_xor"}
-_UNARY_FLOAT = {"Sqrt": "sqrt", "Exp": "exp", "Log": "log", "Sin": "sin", "Cos": "cos", "Tan": "tan",
+_UNARY_FLOAT = {"Sqrt": "sqrt", "Exp": "exp", "Sin": "sin", "Cos": "cos", "Tan": "tan",
                 "Asin": "asin", "Acos": "acos", "Atan": "atan", "Sinh": "sinh", "Cosh": "cosh", "Atanh": "atanh",
                 "Erf": "erf", "Floor": "floor", "Ceil": "ceil", "Round": "round", "Tanh": "tanh"}
 
@@ -34,10 +34,28 @@ def _pair(ctx: Ctx, allowed: tuple[str, ...] = NUMERIC) -> tuple[Value, Value]:
     x, y = ctx.input(0, allowed), ctx.input(1, allowed)
     if x.type.dtype != y.type.dtype:
         y = ctx.b.cast(x=y, dtype=x.type.dtype.name)
-    return x, y
+    return x, legacy_broadcast(ctx, x, y)
 
 
-@onnx_op(*_ARITH, versions=(7, 14))
+def legacy_broadcast(ctx: Ctx, x: Value, y: Value) -> Value:
+    """Before opset 7, ``broadcast=1`` with an ``axis`` aligns B's dims with A's from ``axis`` (not
+    from the end): B gets trailing 1s so that numpy broadcasting gives the same pairing. Without
+    ``axis`` (suffix matching) or without broadcast (equal shapes) numpy's rule already agrees."""
+    node = ctx.node
+    if node.version >= 7 or not int(ctx.attr("broadcast", 0)) or "axis" not in node.attrs:
+        return y
+    rx, ry = ctx.rank(x), ctx.rank(y)
+    axis = int(ctx.attr("axis"))
+    axis = axis + rx if axis < 0 else axis
+    trailing = rx - axis - ry
+    if trailing < 0:
+        raise ctx.format_error(f"B of rank {ry} does not fit A of rank {rx} from axis {axis}")
+    if trailing == 0:
+        return y
+    return ctx.b.expand_dims(x=y, axes=list(range(ry, ry + trailing)))
+
+
+@onnx_op(*_ARITH, versions=(1, 14))
 def arith(ctx: Ctx, node: Node) -> list[Value]:
     x, y = _pair(ctx)
     return [_op(ctx, _ARITH[node.op_type], x=x, y=y)]
@@ -51,7 +69,7 @@ def truncating_div(ctx: Ctx, x: Value, y: Value) -> Value:
     return b.mul(x=b.mul(x=b.sign(x=x), y=b.sign(x=y)), y=q)
 
 
-@onnx_op("Div", versions=(7, 14))
+@onnx_op("Div", versions=(1, 14))
 def div(ctx: Ctx, node: Node) -> list[Value]:
     x, y = _pair(ctx)
     if x.type.dtype.is_float:
@@ -59,11 +77,12 @@ def div(ctx: Ctx, node: Node) -> list[Value]:
     return [truncating_div(ctx, x, y)]
 
 
-@onnx_op("Pow", versions=(7, 15))
+@onnx_op("Pow", versions=(1, 15))
 def pow_(ctx: Ctx, node: Node) -> list[Value]:
     """Result in X's type; a float exponent on an integer base is computed in fp32 and truncated
     (what onnx's reference does: ``np.power(x, y).astype(x.dtype)``)."""
     x, y = ctx.input(0, NUMERIC), ctx.input(1, NUMERIC)
+    y = legacy_broadcast(ctx, x, y)
     if x.type.dtype == y.type.dtype:
         return [ctx.b.pow(x=x, y=y)]
     if x.type.dtype.is_float:
@@ -103,7 +122,8 @@ def logical_not(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.logical_not(x=ctx.input(0, ("bool",)))]
 
 
-@onnx_op("Sqrt", "Exp", "Log", "Erf", "Floor", "Ceil", "Tanh", versions=(6, 13))
+@onnx_op("Sqrt", "Exp", "Floor", "Ceil", "Tanh", versions=(1, 13))
+@onnx_op("Erf", versions=(9, 13))
 @onnx_op("Sin", "Cos", "Tan", "Asin", "Acos", "Atan", versions=(7, 22))
 @onnx_op("Sinh", "Cosh", "Atanh", versions=(9, 22))
 @onnx_op("Round", versions=(11, 22))
@@ -112,32 +132,40 @@ def unary_float(ctx: Ctx, node: Node) -> list[Value]:
     return [_op(ctx, _UNARY_FLOAT[node.op_type], x=x)]
 
 
+@onnx_op("Log", versions=(1, 13))
+def log(ctx: Ctx, node: Node) -> list[Value]:
+    """MIL log is log(x + epsilon): epsilon 0 gives ONNX's log (log 0 = -inf)."""
+    x = ctx.input(0, FLOATS)
+    return [ctx.b.log(x=x, epsilon=ctx.const(0.0, x))]
+
+
 @onnx_op("Asinh", versions=(9, 22))
 def asinh(ctx: Ctx, node: Node) -> list[Value]:
     """log(x + sqrt(x^2 + 1)) (no IR op)."""
     b, x = ctx.b, ctx.input(0, FLOATS)
-    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.add(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))))]
+    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.add(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))), epsilon=ctx.const(0.0, x))]
 
 
 @onnx_op("Acosh", versions=(9, 22))
 def acosh(ctx: Ctx, node: Node) -> list[Value]:
     """log(x + sqrt(x^2 - 1)) (no IR op)."""
     b, x = ctx.b, ctx.input(0, FLOATS)
-    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.sub(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))))]
+    return [b.log(x=b.add(x=x, y=b.sqrt(x=b.sub(x=b.mul(x=x, y=x), y=ctx.const(1.0, x)))), epsilon=ctx.const(0.0, x))]
 
 
-@onnx_op("Abs", "Sign", versions=(6, 13))
+@onnx_op("Abs", versions=(1, 13))
+@onnx_op("Sign", versions=(9, 13))
 def abs_sign(ctx: Ctx, node: Node) -> list[Value]:
     return [_op(ctx, node.op_type.lower(), x=ctx.input(0, NUMERIC))]
 
 
-@onnx_op("Neg", versions=(6, 13))
+@onnx_op("Neg", versions=(1, 13))
 def neg(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, NUMERIC)
     return [ctx.b.mul(x=x, y=ctx.const(-1, x))]
 
 
-@onnx_op("Reciprocal", versions=(6, 13))
+@onnx_op("Reciprocal", versions=(1, 13))
 def reciprocal(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, FLOATS)
     return [ctx.b.real_div(x=ctx.const(1.0, x), y=x)]
@@ -162,7 +190,7 @@ def is_inf(ctx: Ctx, node: Node) -> list[Value]:
     return [b.equal(x=x, y=ctx.const(math.nan, x))]  # detects nothing: all false (nothing equals NaN)
 
 
-@onnx_op("Sum", "Mean", "Max", "Min", versions=(8, 13))
+@onnx_op("Sum", "Mean", "Max", "Min", versions=(1, 13))
 def variadic(ctx: Ctx, node: Node) -> list[Value]:
     """Left fold over the (broadcast) inputs; Mean divides the sum by the input count."""
     ir = {"Sum": "add", "Mean": "add", "Max": "maximum", "Min": "minimum"}[node.op_type]

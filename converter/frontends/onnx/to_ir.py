@@ -1,5 +1,8 @@
 """An ONNX model -> an IR `Program` (one function, ``main``, MIL opset iOS18).
 
+Graph inputs and outputs are declared with Core ML feature dtypes (fp32, fp16, int32; see
+INTERFACE_DTYPES and context.py for the dtype policy).
+
 Order of work: the opsets and every node are checked first (one UnsupportedError lists every
 op type the IR cannot take, with the reason for each), then onnx's shape inference types the
 graph, then the nodes are mapped one by one through the registry. Graph inputs and outputs keep
@@ -10,13 +13,14 @@ defaults) are treated as constants.
 
 from __future__ import annotations
 
+import warnings
 from collections import defaultdict
 
 import numpy as np
 import onnx
 from onnx import defs
 
-from ...errors import ConverterError, FormatError, UnsupportedError
+from ...errors import ConversionWarning, ConverterError, FormatError, UnsupportedError
 from ...ir.builder import Builder
 from ...ir.core import FeatureInfo, Function, Program, Value
 from ...ir.types import Symbol, TensorType, dtype, fresh_symbol
@@ -27,6 +31,11 @@ from .registry import find_mapping
 
 #: MIL opset of the programs built (the widest dtype support of the ops used).
 OPSET = "iOS18"
+#: Dtypes of graph inputs and outputs as declared in the IR: what a Core ML model's features hold
+#: on every target. bool and 8/16-bit integer features are declared int32 (exact: a cast inside
+#: the function converts), their ONNX type kept in the feature's ``extra["onnx_elem_type"]``.
+#: A scalar input is declared with shape [1] (Core ML inputs have rank >= 1) and reshaped inside.
+INTERFACE_DTYPES = ("fp32", "fp16", "int32")
 DEFAULT_DOMAINS = ("", "ai.onnx")
 
 
@@ -45,6 +54,8 @@ def default_opset(src: ModelSource) -> int | None:
 
 
 def _schema(op_type: str, opset: int) -> onnx.defs.OpSchema | None:
+    if not isinstance(op_type, str):  # protobuf hands out bytes for a name that is not UTF-8
+        return None
     try:
         return defs.get_schema(op_type, opset, "")
     except defs.SchemaError:
@@ -56,8 +67,18 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
     listing every op type that has no mapping (with the nodes using it and why)."""
     problems: dict[str, tuple[str, list[str]]] = {}
     nodes: list[Node] = []
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
     for i, n in enumerate(graph.node):
         where = n.name or (n.output[0] if n.output else f"#{i}")
+        for name in n.input:
+            if name and name not in defined:
+                raise FormatError(f"'{name}' is not a graph input, an initializer or the output of an earlier node "
+                                  "(ONNX nodes are in topological order)", file=label, op=where, op_type=n.op_type)
+        for o in n.output:
+            if o and o in defined:
+                raise FormatError(f"value '{o}' is defined twice (ONNX graphs are in SSA form)", file=label, op=where,
+                                  op_type=n.op_type)
+            defined.add(o)
         if n.domain not in DEFAULT_DOMAINS:
             key = f"{n.domain}::{n.op_type}"
             problems.setdefault(key, (f"domain '{n.domain}' is not supported (only the default ONNX domain)", []))
@@ -83,6 +104,16 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
         raise UnsupportedError(f"{len(problems)} unsupported ONNX op type(s): " + "; ".join(lines), file=label,
                                details=sorted(problems))
     return nodes
+
+
+def _static_shapes(g: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
+    """Shapes onnx's inference found fully static, by value name."""
+    out: dict[str, tuple[int, ...]] = {}
+    for vi in (*g.value_info, *g.output):
+        tt = vi.type.tensor_type if vi.type.HasField("tensor_type") else None
+        if tt is not None and tt.HasField("shape") and all(d.HasField("dim_value") for d in tt.shape.dim):
+            out[vi.name] = tuple(int(d.dim_value) for d in tt.shape.dim)
+    return out
 
 
 def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
@@ -118,6 +149,17 @@ def _input_type(vi: onnx.ValueInfoProto, symbols: dict[str, Symbol], label: str)
 
 
 def graph_to_program(src: ModelSource) -> Program:
+    """The program of ``src``; any inconsistency the checks above did not name is still a
+    FormatError naming the file (a corrupt file must never surface as another exception)."""
+    try:
+        return _graph_to_program(src)
+    except ConverterError:
+        raise
+    except (TypeError, ValueError, KeyError, IndexError, OverflowError, UnicodeError, RecursionError) as e:
+        raise FormatError(f"malformed ONNX model ({type(e).__name__}: {e})", file=src.label) from None
+
+
+def _graph_to_program(src: ModelSource) -> Program:
     label = src.label
     opset = default_opset(src)
     nodes = check_supported(src.model.graph, opset, label)
@@ -127,6 +169,7 @@ def graph_to_program(src: ModelSource) -> Program:
     prog.add_function(fn)
     ctx = Ctx(Builder(fn.block), src, label)
     ctx.elem_types = _elem_types(typed)
+    shapes = _static_shapes(typed)
     prog.meta["onnx"] = {"opset": opset, "ir_version": src.model.ir_version,
                          "producer": f"{src.model.producer_name} {src.model.producer_version}".strip()}
     for t in src.model.graph.initializer:
@@ -136,13 +179,21 @@ def graph_to_program(src: ModelSource) -> Program:
     for vi in src.model.graph.input:
         if vi.name in ctx.arrays:
             continue
-        v = fn.block.new_input(vi.name, _input_type(typed_inputs.get(vi.name, vi), symbols, label))
+        t = _input_type(typed_inputs.get(vi.name, vi), symbols, label)
+        held, scalar = t.dtype.name, t.shape == ()
+        declared = TensorType(dtype(held if held in INTERFACE_DTYPES else "int32"), (1,) if scalar else t.shape)
+        v = fn.block.new_input(vi.name, declared)
+        if scalar:  # Core ML inputs have rank >= 1: declared [1], a scalar inside
+            v = ctx.b.reshape(x=v, shape=np.zeros(0, np.int32))
+        if held not in INTERFACE_DTYPES:  # declared int32, cast to the held dtype inside
+            v = ctx.b.cast(x=v, dtype=held)
         ctx.values[vi.name] = v
         ctx.elem_types.setdefault(vi.name, vi.type.tensor_type.elem_type)
         fn.input_info[vi.name] = FeatureInfo(vi.name, extra={"onnx_elem_type": elem_type_name(ctx.elem_types[vi.name])})
     unavailable: dict[str, str] = {}
     for node in nodes:
         _map_node(ctx, node, unavailable)
+        _check_shapes(ctx, node, shapes)
     _name_outputs(ctx, fn, src.model.graph, unavailable)
     return prog
 
@@ -179,6 +230,23 @@ def _map_node(ctx: Ctx, node: Node, unavailable: dict[str, str]) -> None:
                           op=node.name, op_type=node.op_type) from None
 
 
+def _check_shapes(ctx: Ctx, node: Node, shapes: dict[str, tuple[int, ...]]) -> None:
+    """Where both onnx's shape inference and the IR know an output's shape, compare them. A
+    difference is reported as a ConversionWarning, not refused: onnx's inference has known errors
+    (e.g. AveragePool with ceil_mode keeps a window starting in the right padding, which
+    onnxruntime and onnx's reference implementation drop, as the mappings do)."""
+    for name in node.proto.output:
+        want = shapes.get(name)
+        if want is None:
+            continue
+        v = ctx.values.get(name)
+        got = ctx.static_shape(v) if v is not None else tuple(ctx.arrays[name].shape) if name in ctx.arrays else None
+        if got is not None and got != want:
+            where = ConverterError("", file=ctx.file, op=node.name, op_type=node.op_type).where()
+            warnings.warn(f"{where}: output '{name}' has shape {list(got)}; ONNX's shape inference says {list(want)}",
+                          ConversionWarning, stacklevel=2)
+
+
 def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: dict[str, str]) -> None:
     """Give the output values the graph's output names exactly (an output that is an input, a
     constant or another output gets an identity op of its own to carry the name)."""
@@ -192,6 +260,8 @@ def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: d
         v = ctx.value(o.name)
         if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
             v = ctx.fit(v, o.type.tensor_type.elem_type)
+        if v.type.dtype.name not in INTERFACE_DTYPES:
+            v = ctx.b.cast(x=v, dtype="int32")
         counts[v] += 1
         is_input_itself = v.is_block_input and v.name == o.name  # ONNX lets a graph output be an input
         if not is_input_itself and (v.producer is None or v.producer.type == "const" or counts[v] > 1):

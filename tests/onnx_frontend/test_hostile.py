@@ -1,0 +1,91 @@
+"""Hostile ONNX files: byte-level corruption and hand-crafted bad attributes/shapes. Whatever the
+file, load_onnx either returns a program or raises a converter error (FormatError or
+UnsupportedError naming the file) — never another exception, a hang or unbounded memory."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from onnx import TensorProto as T
+from onnx import helper as h
+from onnx import numpy_helper
+
+from converter.errors import ConverterError, FormatError, UnsupportedError
+from converter.frontends.onnx import load_onnx
+from converter.ir.interpreter import run
+
+
+def _cnn() -> bytes:
+    w = numpy_helper.from_array(np.ones((4, 3, 3, 3), np.float32), "w")
+    shape = numpy_helper.from_array(np.array([0, -1], np.int64), "shape")
+    nodes = [h.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1], strides=[2, 2]),
+             h.make_node("MaxPool", ["c"], ["p"], kernel_shape=[2, 2], ceil_mode=1),
+             h.make_node("Reshape", ["p", "shape"], ["r"]),
+             h.make_node("Softmax", ["r"], ["y"], axis=-1)]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("x", T.FLOAT, ["N", 3, 8, 8])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [w, shape])
+    return h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+
+
+def _load_and_maybe_run(data: bytes) -> None:
+    try:
+        prog = load_onnx(data)
+    except (FormatError, UnsupportedError):
+        return
+    try:
+        run(prog, {"x": np.ones((1, 3, 8, 8), np.float32)}, max_tensor_bytes=1 << 24)
+    except ConverterError:
+        pass
+
+
+def test_corrupted_bytes_give_converter_errors_only():
+    base = _cnn()
+    rng = np.random.default_rng(12)
+    for _ in range(300):
+        data = bytearray(base)
+        kind = rng.integers(3)
+        if kind == 0:  # flip a few bytes
+            for i in rng.integers(0, len(data), 4):
+                data[i] = int(rng.integers(256))
+        elif kind == 1:  # truncate
+            data = data[: int(rng.integers(1, len(data)))]
+        else:  # duplicate a slice
+            i, j = sorted(rng.integers(0, len(data), 2))
+            data = data[:j] + data[i:j] + data[j:]
+        _load_and_maybe_run(bytes(data))
+
+
+@pytest.mark.parametrize("node", [
+    h.make_node("Conv", ["x", "w"], ["y"], pads=[-1, 0, 0, 0]),
+    h.make_node("Conv", ["x", "w"], ["y"], strides=[0, 1]),
+    h.make_node("Conv", ["x", "w"], ["y"], kernel_shape=[9, 9]),
+    h.make_node("Conv", ["x", "w"], ["y"], auto_pad="SIDEWAYS"),
+    h.make_node("MaxPool", ["x"], ["y"], kernel_shape=[100, 100]),
+    h.make_node("AveragePool", ["x"], ["y"], kernel_shape=[2, 2], dilations=[1 << 20, 1]),
+    h.make_node("Transpose", ["x"], ["y"], perm=[0, 0, 1, 2]),
+    h.make_node("Softmax", ["x"], ["y"], axis=7),
+    h.make_node("Split", ["x"], ["y", "z"], axis=1, split=[1, 5]),
+    h.make_node("Mod", ["x", "x"], ["y"], fmod=3),
+    h.make_node("Gelu", ["x"], ["y"], approximate="cubic"),
+    h.make_node("Flatten", ["x"], ["y"], axis=9),
+    h.make_node("Squeeze", ["x"], ["y"], axes=[1]),
+])
+def test_bad_attributes_are_converter_errors(node):
+    w = numpy_helper.from_array(np.ones((2, 3, 3, 3), np.float32), "w")
+    inputs = [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 6, 6])]
+    outs = [h.make_tensor_value_info(o, T.FLOAT, None) for o in node.output]
+    opset = 11 if node.op_type in ("Split", "Squeeze") else 20
+    model = h.make_model(h.make_graph([node], "g", inputs, outs, [w] if "w" in node.input else []),
+                         opset_imports=[h.make_opsetid("", opset)])
+    with pytest.raises((FormatError, UnsupportedError)) as e:
+        load_onnx(model)
+    assert e.value.file == "<ModelProto>"
+
+
+def test_a_huge_constant_of_shape_costs_nothing_until_run():
+    shape = numpy_helper.from_array(np.array([1 << 20, 1 << 20], np.int64), "s")
+    g = h.make_graph([h.make_node("ConstantOfShape", ["s"], ["y"])], "g", [],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)], [shape])
+    prog = load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    with pytest.raises(ConverterError, match="more than the interpreter's limit"):
+        run(prog, {}, max_tensor_bytes=1 << 20)
