@@ -4,5 +4,6 @@ from . import (  # noqa: F401
     ops_activation,
     ops_attention,
     ops_elementwise,
+    ops_normalize,
     ops_tensor,
 )
