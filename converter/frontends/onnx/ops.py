@@ -5,5 +5,6 @@ from . import (  # noqa: F401
     ops_attention,
     ops_elementwise,
     ops_normalize,
+    ops_resize,
     ops_tensor,
 )
