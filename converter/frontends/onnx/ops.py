@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     ops_attention,
     ops_elementwise,
     ops_normalize,
+    ops_recurrent,
     ops_resize,
     ops_tensor,
 )
