@@ -104,6 +104,8 @@ class _Rec:
         self.bias = self._cast(ctx.input(3, FLOATS)) if ctx.has(3) else None
         self.lens = ctx.input(4, ("int32",)) if ctx.has(4) else None
         self.init = [self._cast(ctx.input(5 + i, FLOATS)) if ctx.has(5 + i) else None for i in range(n_states)]
+        if self.layout:  # states [B, D, H] -> [D, B, H]
+            self.init = [None if v is None else b.transpose(x=v, perm=[1, 0, 2]) for v in self.init]
         clip = ctx.attr("clip")
         self.clip = None if clip is None else float(clip)
 
