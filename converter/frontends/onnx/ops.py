@@ -7,5 +7,6 @@ from . import (  # noqa: F401
     ops_normalize,
     ops_recurrent,
     ops_resize,
+    ops_spatial,
     ops_tensor,
 )
