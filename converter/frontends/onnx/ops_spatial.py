@@ -145,3 +145,160 @@ def grid_sample(ctx: Ctx, node: Node) -> list[Value]:
     return [b.resample(x=x, coordinates=grid, sampling_mode=_GRID_MODES[mode], padding_mode=mil_padding,
                        padding_value=ctx.const(0.0, x), coordinates_mode="normalized_minus_one_to_one",
                        align_corners=align)]
+
+
+def _int_scalar(ctx: Ctx, vec: Value, i: int) -> Value:
+    b = ctx.b
+    return b.squeeze(x=b.slice_by_size(x=vec, begin=np.asarray([i], np.int32), size=np.asarray([1], np.int32)),
+                     axes=[0])
+
+
+def _grid_axis(ctx: Ctx, n: Value, align: bool) -> Value:
+    """Normalized coordinates of ``n`` (run-time int32 scalar) pixel centres, as ONNX's AffineGrid:
+    (2i + 1) / n - 1, or with align_corners -1 + 2i / (n - 1) (-1 alone when n == 1)."""
+    b = ctx.b
+    i = b.cast(x=b.range_1d(start=np.int32(0), end=n, step=np.int32(1)), dtype="fp32")
+    nf = b.cast(x=n, dtype="fp32")
+    if align:
+        step = b.real_div(x=np.float32(2.0), y=b.maximum(x=b.sub(x=nf, y=np.float32(1.0)), y=np.float32(1.0)))
+        return b.sub(x=b.mul(x=i, y=step), y=np.float32(1.0))
+    return b.sub(x=b.real_div(x=b.add(x=b.mul(x=i, y=np.float32(2.0)), y=np.float32(1.0)), y=nf), y=np.float32(1.0))
+
+
+@onnx_op("AffineGrid", versions=(20, 20))
+def affine_grid(ctx: Ctx, node: Node) -> list[Value]:
+    """grid[n, (d,) h, w] = theta[n] @ (x_w, y_h, (z_d,) 1) over normalized pixel centres; ``size``
+    may be a run-time tensor (the grid's spatial dims are then symbolic)."""
+    b = ctx.b
+    theta = ctx.input(0, ("fp32",))
+    size = ctx.input(1, ("int32",))
+    nsp = dims(size)[0]
+    if nsp not in (4, 5):
+        raise ctx.format_error(f"size must hold 4 (2-D) or 5 (3-D) values, holds {nsp}")
+    align = bool(ctx.attr("align_corners", 0))
+    spatial = [_grid_axis(ctx, _int_scalar(ctx, size, 2 + k), align) for k in range(nsp - 2)]  # (D,) H, W
+    k = len(spatial)
+    coords = []  # x (last axis) first, then y, (z), each broadcast over the spatial grid
+    for j in reversed(range(k)):
+        shape = [1] * k
+        shape[j] = -1
+        coords.append(b.reshape(x=spatial[j], shape=np.asarray(shape, np.int32)))
+    zero = None
+    for c in coords:
+        z = b.mul(x=c, y=np.float32(0.0))
+        zero = z if zero is None else b.add(x=zero, y=z)
+    homo = b.stack(values=tuple(b.add(x=c, y=zero) for c in coords) + (b.add(x=zero, y=np.float32(1.0)),), axis=-1)
+    theta_t = b.transpose(x=theta, perm=[0, 2, 1])  # [N, k+1, k]
+    theta_t = b.expand_dims(x=theta_t, axes=list(range(1, k)))  # [N, 1.., k+1, k]: batch dims N, (1,) 1
+    return [b.matmul(x=b.expand_dims(x=homo, axes=[0]), y=theta_t)]
+
+
+@onnx_op("CenterCropPad", versions=(18, 18))
+def center_crop_pad(ctx: Ctx, node: Node) -> list[Value]:
+    """Per axis: crop from max(d - s, 0) // 2, then zero-pad max(s - d, 0) with the smaller half
+    first; ``shape`` may be a run-time tensor."""
+    b = ctx.b
+    x = ctx.input(0)
+    shape = static_dims(ctx, x, "CenterCropPad")
+    rank = len(shape)
+    axes_attr = ctx.attr("axes")
+    axes = list(range(rank)) if not axes_attr else [int(a) + rank if int(a) < 0 else int(a) for a in axes_attr]
+    target = ctx.const_input(1)
+    if target is not None:
+        begin, end, pads = [0] * rank, list(shape), [0] * (2 * rank)
+        for a, s in zip(axes, [int(v) for v in target.reshape(-1)]):
+            d = shape[a]
+            begin[a] = max(d - s, 0) // 2
+            end[a] = begin[a] + min(s, d)
+            extra = max(s - d, 0)
+            pads[2 * a], pads[2 * a + 1] = extra // 2, extra - extra // 2
+        y = b.slice_by_index(x=x, begin=np.asarray(begin, np.int32), end=np.asarray(end, np.int32))
+        if any(pads):
+            y = _zero_pad(ctx, y, np.asarray(pads, np.int32))
+        return [y]
+    s_vec = ctx.input(1, ("int32",))
+    full = [b.const(np.asarray([d], np.int32)) for d in shape]
+    zeros = [b.const(np.asarray([0], np.int32)) for _ in shape]
+    begin, end, pad_parts = list(zeros), list(full), [z for z in zeros for _ in (0, 1)]
+    for i, a in enumerate(axes):
+        s = b.slice_by_size(x=s_vec, begin=np.asarray([i], np.int32), size=np.asarray([1], np.int32))
+        d = full[a]
+        begin[a] = b.floor_div(x=b.maximum(x=b.sub(x=d, y=s), y=np.int32(0)), y=np.int32(2))
+        end[a] = b.add(x=begin[a], y=b.minimum(x=s, y=d))
+        extra = b.maximum(x=b.sub(x=s, y=d), y=np.int32(0))
+        half = b.floor_div(x=extra, y=np.int32(2))
+        pad_parts[2 * a], pad_parts[2 * a + 1] = half, b.sub(x=extra, y=half)
+    y = b.slice_by_index(x=x, begin=b.concat(values=tuple(begin), axis=0), end=b.concat(values=tuple(end), axis=0))
+    return [_zero_pad(ctx, y, b.concat(values=tuple(pad_parts), axis=0))]
+
+
+def _zero_pad(ctx: Ctx, x: Value, pads) -> Value:
+    """Zero padding of every dim by ``pads`` ([before_0, after_0, ...]); pad takes floats, so
+    integer tensors are padded in fp32 (exact up to 2^24) and cast back."""
+    b = ctx.b
+    dt = x.type.dtype.name
+    y = x if dt in FLOATS else b.cast(x=x, dtype="fp32")
+    y = b.pad(x=y, pad=pads, mode="constant", constant_val=ctx.const(0.0, y))
+    return y if dt in FLOATS else b.cast(x=y, dtype=dt)
+
+
+@onnx_op("MaxUnpool", versions=(11, 22))
+def max_unpool(ctx: Ctx, node: Node) -> list[Value]:
+    """Scatter X into zeros of the unpooled shape at MaxPool's flat indices (over the whole tensor),
+    then zero-extend at the end to ``output_shape`` when given."""
+    b = ctx.b
+    x = ctx.input(0, FLOATS)
+    idx = ctx.input(1, ("int32",))
+    shape = static_dims(ctx, x, "MaxUnpool")
+    nsp = len(shape) - 2
+    kernel = [int(k) for k in ctx.required_attr("kernel_shape")]
+    strides = _ints(ctx, "strides", nsp, 1)
+    pads = _ints(ctx, "pads", 2 * nsp, 0)
+    inferred = shape[:2] + [(shape[2 + i] - 1) * strides[i] - pads[i] - pads[nsp + i] + kernel[i] for i in range(nsp)]
+    total = int(np.prod(inferred))
+    flat = b.const(np.zeros(total, x.type.dtype.storage))
+    y = b.scatter(data=flat, indices=b.reshape(x=idx, shape=np.asarray([-1], np.int32)),
+                  updates=b.reshape(x=x, shape=np.asarray([-1], np.int32)), axis=np.int32(0), mode="update")
+    y = b.reshape(x=y, shape=np.asarray(inferred, np.int32))
+    if not ctx.has(2):
+        return [y]
+    want = ctx.const_input(2)
+    if want is not None:
+        extra = [int(w) - d for w, d in zip(want.reshape(-1), inferred)]
+        if any(e < 0 for e in extra):
+            raise ctx.format_error(f"output_shape {want.tolist()} is smaller than the unpooled shape {inferred}")
+        return [y if not any(extra) else _zero_pad(ctx, y, np.asarray([v for e in extra for v in (0, e)], np.int32))]
+    want_v = ctx.input(2, ("int32",))
+    extra = b.sub(x=want_v, y=b.const(np.asarray(inferred, np.int32)))
+    pads_v = b.reshape(x=b.stack(values=(b.mul(x=extra, y=np.int32(0)), extra), axis=1), shape=np.asarray([-1], np.int32))
+    return [_zero_pad(ctx, y, pads_v)]
+
+
+@onnx_op("Col2Im", versions=(18, 18))
+def col2im(ctx: Ctx, node: Node) -> list[Value]:
+    """The adjoint of im2col, as a grouped conv_transpose: input [N, C*prod(K), L] is reshaped to
+    [N, C*prod(K), *blocks], and kernel position k of channel c goes to output channel c through a
+    one-hot kernel; strides, dilations and pads are the conv_transpose's own."""
+    b = ctx.b
+    x = ctx.input(0, FLOATS)
+    image = [int(v) for v in ctx.require_const(1, "image_shape").reshape(-1)]
+    block = [int(v) for v in ctx.require_const(2, "block_shape").reshape(-1)]
+    nsp = len(image)
+    if len(block) != nsp:
+        raise ctx.format_error(f"image_shape {image} and block_shape {block} differ in length")
+    strides, dil = _ints(ctx, "strides", nsp, 1), _ints(ctx, "dilations", nsp, 1)
+    pads = _ints(ctx, "pads", 2 * nsp, 0)
+    n, ck, _ = dims(x)
+    taps = int(np.prod(block))
+    if not is_static_dim(ck) or ck % taps:
+        raise ctx.format_error(f"input dim 1 ({ck}) is not a multiple of the block size {taps}")
+    channels = ck // taps
+    blocks = [(image[i] + pads[i] + pads[nsp + i] - dil[i] * (block[i] - 1) - 1) // strides[i] + 1
+              for i in range(nsp)]
+    cols = b.reshape(x=x, shape=np.asarray([-1 if not is_static_dim(n) else int(n), ck, *blocks], np.int32))
+    eye = np.eye(taps, dtype=x.type.dtype.storage).reshape([taps, 1, *block])
+    weight = np.tile(eye, (channels,) + (1,) * (nsp + 1))  # [C*taps, 1, *K], groups = C
+    pad = [v for i in range(nsp) for v in (pads[i], pads[nsp + i])]
+    return [b.conv_transpose(x=cols, weight=b.const(weight), pad_type="custom", pad=np.asarray(pad, np.int32),
+                             strides=np.asarray(strides, np.int32), dilations=np.asarray(dil, np.int32),
+                             groups=np.int32(channels))]
