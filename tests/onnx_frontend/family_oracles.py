@@ -49,6 +49,9 @@ def ort_check(op, inputs, attrs=None, opset=21, n_outputs=1, rtol=1e-4, atol=1e-
     from onnx import shape_inference
 
     model = shape_inference.infer_shapes(model, strict_mode=True)
+    for o in model.graph.output:  # an output inference left untyped: the first input's type
+        if not o.type.tensor_type.elem_type:
+            o.type.tensor_type.elem_type = h.np_dtype_to_tensor_dtype(inputs[0].dtype)
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, feeds)
     got = run(load_onnx(model), feeds)

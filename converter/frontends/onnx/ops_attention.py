@@ -8,8 +8,9 @@ grouped-query attention (kv head h serves q heads h*r .. h*r+r-1, numpy ``repeat
 False -> -inf; a mask shorter than the keys is padded with -inf), the causal frontier ``j <= i +
 offset`` (offset = past length, or ``nonpad_kv_seqlen - q_len`` per batch), the sliding window
 (opset 25) and the ``nonpad_kv_seqlen`` padding; a query row whose bias is all -inf gives zeros
-(not NaN) in Y and the mode-3 output. ``qk_matmul_output`` modes: 0/1 the (softcapped) scores,
-2 scores + bias, 3 the softmax.
+(not NaN) in Y and the mode-3 output. ``qk_matmul_output`` modes (as the spec and onnxruntime; ONNX's
+reference gives the softcapped scores in mode 0 too): 0 the raw scores, 1 softcapped, 2 softcapped +
+bias, 3 the softmax.
 """
 
 from __future__ import annotations
@@ -165,6 +166,7 @@ def attention(ctx: Ctx, node: Node) -> list[Value | None]:
         k, v = _repeat_heads(ctx, k, hq // hk), _repeat_heads(ctx, v, hq // hk)
     root = ctx.const(math.sqrt(scale), q)
     scores = b.matmul(x=b.mul(x=q, y=root), y=b.mul(x=k, y=root), transpose_y=True)
+    raw = scores
     softcap = float(ctx.attr("softcap", 0.0) or 0.0)
     if softcap > 0:
         c = ctx.const(softcap, q)
@@ -210,7 +212,7 @@ def attention(ctx: Ctx, node: Node) -> list[Value | None]:
     if rank3:
         y = reshape_to(ctx, b.transpose(x=y, perm=[0, 2, 1, 3]), [n, sq, -1])
     mode = int(ctx.attr("qk_matmul_output_mode", 0) or 0)
-    debug = {0: scores, 1: scores, 2: biased, 3: probs}.get(mode)
+    debug = {0: raw, 1: scores, 2: biased, 3: probs}.get(mode)
     if debug is None:
         raise ctx.format_error(f"qk_matmul_output_mode must be 0..3, not {mode}")
     return [y, present_k, present_v, debug]
