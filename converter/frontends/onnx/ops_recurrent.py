@@ -87,10 +87,7 @@ class _Rec:
             x = b.transpose(x=x, perm=[1, 0, 2])
         self.x = x
         self.dt = x.type.dtype.name
-        seq, batch, _ = dims(x)
-        if not isinstance(seq, int):
-            raise ctx.unsupported("the sequence length must be static (the steps are unrolled)")
-        self.seq, self.batch = seq, batch
+        self.seq, self.batch, _ = dims(x)
         direction = ctx.attr("direction", "forward")
         if direction not in ("forward", "reverse", "bidirectional"):
             raise ctx.format_error(f"direction '{direction}' is not valid")
@@ -144,6 +141,9 @@ class _Rec:
     def run(self, step: Callable[[int, Value, list[Value], int], list[Value]], n_states: int) -> list[Value]:
         """Both directions; returns [Y, final state 0, final state 1...] in ONNX's layouts."""
         b = self.b
+        if not isinstance(self.seq, int):
+            raise self.ctx.unsupported("the sequence length must be static to unroll the steps (MIL's recurrent ops "
+                                       "need constant weights, standard activations, no clip and no sequence_lens)")
         ys_dirs, finals = [], [[] for _ in range(n_states)]
         for d, direction in enumerate(self.directions):
             xs = self.x
@@ -177,7 +177,12 @@ class _Rec:
             ys_dirs.append(y)
             for i in range(n_states):
                 finals[i].append(states[i])
-        y = b.stack(values=tuple(ys_dirs), axis=1)  # [S, D, B, H]
+        return self.finish([b.expand_dims(x=y, axes=[1]) for y in ys_dirs], finals)
+
+    def finish(self, ys: list[Value], finals: list[list[Value]]) -> list[Value]:
+        """Per direction outputs [S, 1, B, H] and final states [B, H] -> ONNX's Y, Y_h (, Y_c)."""
+        b = self.b
+        y = ys[0] if len(ys) == 1 else b.concat(values=tuple(ys), axis=1)  # [S, D, B, H]
         out_states = [b.stack(values=tuple(f), axis=0) for f in finals]  # [D, B, H]
         if self.layout:
             y = b.transpose(x=y, perm=[2, 0, 1, 3])
@@ -190,6 +195,9 @@ class _Rec:
 @onnx_op("RNN", versions=(7, 22))
 def rnn(ctx: Ctx, node: Node) -> list[Value]:
     rec = _Rec(ctx, 1, 1)
+    mil = via_mil(ctx, rec, "RNN", ["Tanh"])
+    if mil is not None:
+        return mil
     acts = _activations(ctx, ["Tanh"], len(rec.directions))
     b = rec.b
     rs = [rec.take(rec.r, d) for d in range(len(rec.directions))]
@@ -206,6 +214,9 @@ def gru(ctx: Ctx, node: Node) -> list[Value]:
     """z = f(x Wz + h Rz + b), r = f(x Wr + h Rr + b), n = g(x Wh + (r*h) Rh + Rbh + Wbh) or, with
     linear_before_reset, g(x Wh + Wbh + r * (h Rh + Rbh)); h' = (1 - z) * n + z * h."""
     rec = _Rec(ctx, 3, 1)
+    mil = via_mil(ctx, rec, "GRU", ["Sigmoid", "Tanh"])
+    if mil is not None:
+        return mil
     lbr = bool(ctx.attr("linear_before_reset", 0))
     rec.split_bias = True  # input bias on the projections; recurrent bias added per gate below
     acts = _activations(ctx, ["Sigmoid", "Tanh"], len(rec.directions))
@@ -250,6 +261,9 @@ def lstm(ctx: Ctx, node: Node) -> list[Value]:
     """ONNX gate order i, o, f, c; peepholes P = [Pi, Po, Pf]; i = f(.. + Pi*c), f = f(.. + Pf*c)
     (or 1 - i with input_forget), c' = f*c + i*g(..), o = f(.. + Po*c'), h' = o * h(c')."""
     rec = _Rec(ctx, 4, 2)
+    mil = via_mil(ctx, rec, "LSTM", ["Sigmoid", "Tanh", "Tanh"])
+    if mil is not None:
+        return mil
     acts = _activations(ctx, ["Sigmoid", "Tanh", "Tanh"], len(rec.directions))
     coupled = bool(ctx.attr("input_forget", 0))
     b = rec.b
@@ -277,3 +291,98 @@ def lstm(ctx: Ctx, node: Node) -> list[Value]:
         return [b.mul(x=o, y=hh(c_new)), c_new]
 
     return rec.run(step, 2)
+
+
+# -- MIL's recurrent ops, where they say the same thing -------------------------------------------
+
+#: ONNX activation (with its default parameters) -> MIL activation name.
+_MIL_ACTS = {"sigmoid": "sigmoid", "tanh": "tanh", "relu": "relu"}
+#: Gate blocks of MIL's layout, as indices of ONNX's: lstm ifoz from iofc, gru roz(h) from zrh.
+_MIL_ORDER = {"RNN": [0], "GRU": [1, 2, 0], "LSTM": [0, 2, 1, 3]}
+
+
+def _mil_activation_names(ctx: Ctx, n_per_dir: int, num_dir: int) -> list[str] | None:
+    """MIL names of the node's activations; None when it gives none (the defaults), [] when MIL
+    has no match (parameters, other functions, different ones per direction)."""
+    if "activation_alpha" in ctx.node.attrs or "activation_beta" in ctx.node.attrs:
+        return []
+    names = [n.lower() for n in ctx.attr("activations")] if "activations" in ctx.node.attrs else None
+    if names is None:
+        return None  # the caller's defaults
+    if any(n not in _MIL_ACTS for n in names) or len(names) != n_per_dir * num_dir:
+        return []
+    per_dir = [names[i * n_per_dir:(i + 1) * n_per_dir] for i in range(num_dir)]
+    if any(p != per_dir[0] for p in per_dir):
+        return []  # MIL shares one set between directions
+    return [_MIL_ACTS[n] for n in per_dir[0]]
+
+
+def _blocks(w: np.ndarray, order: list[int]) -> np.ndarray:
+    """Reorder the gate blocks on axis 0."""
+    return np.concatenate([np.split(w, len(order))[k] for k in order], axis=0)
+
+
+def via_mil(ctx: Ctx, rec: _Rec, kind: str, defaults: list[str]) -> list[Value] | None:
+    """The node as MIL rnn / gru / lstm ops when their semantics cover it: constant W, R, B (and P),
+    no sequence_lens, no clip (MIL's lstm clips the cell state, ONNX the gate inputs), sigmoid /
+    tanh / relu activations without parameters, no input_forget. None otherwise."""
+    num_dir = len(rec.directions)
+    consts = [ctx.const_input(i) for i in (1, 2, 3)]
+    peep = ctx.const_input(7) if kind == "LSTM" else None
+    if consts[0] is None or consts[1] is None or (ctx.has(3) and consts[2] is None) or rec.lens is not None \
+            or rec.clip is not None or (kind == "LSTM" and (bool(ctx.attr("input_forget", 0))
+                                                           or (ctx.has(7) and peep is None))):
+        return None
+    acts = _mil_activation_names(ctx, len(defaults), num_dir)
+    if acts is None:
+        acts = [_MIL_ACTS[d.lower()] for d in defaults]
+    if not acts:
+        return None
+    b, hsz, dt = rec.b, rec.hidden, np.dtype(rec.x.type.dtype.storage)
+    order = _MIL_ORDER[kind]
+    w, r = (np.asarray(c, np.float32) for c in consts[:2])
+    gh = rec.gates * hsz
+    bias = np.asarray(consts[2], np.float32) if consts[2] is not None else np.zeros((num_dir, 2 * gh), np.float32)
+    n_states = 2 if kind == "LSTM" else 1
+
+    def weights(d: int) -> dict:
+        wb, rb = bias[d, :gh], bias[d, gh:]
+        out = {"weight_ih": _blocks(w[d], order).astype(dt), "weight_hh": _blocks(r[d], order).astype(dt)}
+        if kind == "GRU":  # iOS18 gru: input_bias on the projections, bias on the hidden side
+            out["input_bias"] = _blocks(wb, order).astype(dt)
+            out["bias"] = _blocks(rb, order).astype(dt)
+            out["reset_after"] = bool(ctx.attr("linear_before_reset", 0))
+        else:
+            out["bias"] = _blocks(wb + rb, order).astype(dt)
+        if kind == "LSTM" and peep is not None:
+            p = np.asarray(peep, np.float32)[d]
+            out["peephole"] = np.concatenate([p[:hsz], p[2 * hsz:], p[hsz:2 * hsz]]).astype(dt)  # iof -> ifo
+        return out
+
+    def state(i: int, d: int) -> Value:
+        return rec.take(rec.init[i], d) if rec.init[i] is not None else rec.state0(i, d)
+
+    act_args = dict(zip({"RNN": ["activation"], "GRU": ["recurrent_activation", "activation"],
+                         "LSTM": ["recurrent_activation", "cell_activation", "activation"]}[kind], acts))
+    op = {"RNN": b.rnn, "GRU": b.gru, "LSTM": b.lstm}[kind]
+    if kind == "LSTM" and num_dir == 2:
+        back = {f"{k}_back": v for k, v in weights(1).items()}
+        y, h, c = op(x=rec.x, initial_h=b.concat(values=(state(0, 0), state(0, 1)), axis=-1),
+                     initial_c=b.concat(values=(state(1, 0), state(1, 1)), axis=-1), **weights(0), **back,
+                     direction="bidirectional", output_sequence=True, **act_args)
+        halves = [(rec.part(y, 0), rec.part(h, 0), rec.part(c, 0)), (rec.part(y, 1), rec.part(h, 1), rec.part(c, 1))]
+        return rec.finish([b.expand_dims(x=yy, axes=[1]) for yy, _, _ in halves],
+                          [[hh for _, hh, _ in halves], [cc for _, _, cc in halves]])
+    ys, finals = [], [[] for _ in range(n_states)]
+    for d, direction in enumerate(rec.directions):
+        states = {"initial_h": state(0, d)}
+        if kind == "LSTM":
+            states["initial_c"] = state(1, d)
+        outs = op(x=rec.x, **states, **weights(d), direction=direction, output_sequence=True, **act_args)
+        y = outs[0]
+        if direction == "reverse":  # MIL gives the outputs in processing order; ONNX aligns them to x
+            y = b.reverse(x=y, axes=[0])
+        ys.append(b.expand_dims(x=y, axes=[1]))
+        for i in range(n_states):
+            finals[i].append(outs[1 + i])
+    return rec.finish(ys, finals)
