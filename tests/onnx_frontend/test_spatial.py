@@ -167,3 +167,30 @@ def test_node_suite_cases_pass():
     assert not bad
     grid = {n: r.status for n, r in res.items() if n.startswith("test_gridsample_")}
     assert all(s == "pass" for n, s in grid.items() if "bicubic" not in n and "volumetric" not in n), grid
+
+
+@pytest.mark.parametrize("case", [
+    ({"mode": "linear"}, [1, 1, 2, 3], "resize_bilinear"),
+    ({"mode": "linear", "coordinate_transformation_mode": "align_corners"}, [1, 1, 3, 0.5], "resize_bilinear"),
+    ({"mode": "linear", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 1.5], "resize_bilinear"),
+    ({"mode": "linear", "coordinate_transformation_mode": "pytorch_half_pixel"}, [1, 1, 0.5, 2], "resize_bilinear"),
+    ({"mode": "nearest"}, [1, 1, 2, 3], "upsample_nearest_neighbor"),
+    ({"mode": "nearest", "nearest_mode": "round_prefer_ceil"}, [1, 1, 3, 2], "upsample_nearest_neighbor"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric", "nearest_mode": "floor"}, [1, 1, 2, 2],
+     "upsample_nearest_neighbor"),
+    ({"mode": "nearest", "coordinate_transformation_mode": "asymmetric"}, [1, 1, 2, 2], "gather"),
+    ({"mode": "nearest", "nearest_mode": "floor"}, [1, 1, 2, 2], "gather"),
+    ({"mode": "linear"}, [1, 1, 1.7, 2], "gather"),
+])
+def test_constant_scale_resize_as_one_mil_op(case):
+    """Where MIL's resize ops say the same as ONNX's (the oracle is still onnxruntime), one op; else gathers."""
+    from converter.frontends.onnx import load_onnx
+
+    from .family_oracles import one_node_model
+
+    attrs, scales, op = case
+    x = _rand(2, 3, 4, 6, seed=20)
+    ins = [x, None, np.asarray(scales, np.float32)]
+    ort_check("Resize", ins, attrs, opset=19, consts={2})
+    model, _ = one_node_model("Resize", ins, attrs, opset=19, consts={2})
+    assert op in {o.type for o in load_onnx(model).functions["main"].block.ops}

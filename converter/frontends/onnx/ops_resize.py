@@ -221,6 +221,10 @@ def resize(ctx: Ctx, node: Node) -> list[Value]:
     has_scales, has_sizes = _given(ctx, 2), _given(ctx, 3)
     if has_scales == has_sizes:
         raise ctx.format_error("exactly one of scales and sizes must be given")
+    fast = _as_mil_resize(ctx, x, axes, ctx.const_input(2) if has_scales else None,
+                          ctx.const_input(3) if has_sizes else None, opts)
+    if fast is not None:
+        return [fast]
     scales = ctx.input(2, ("fp32",)) if has_scales else None
     sizes = ctx.input(3, ("int32",)) if has_sizes else None
     roi = ctx.input(1, ("fp32",)) if _given(ctx, 1) else None
@@ -237,3 +241,57 @@ def upsample(ctx: Ctx, node: Node) -> list[Value]:
     if mode not in ("nearest", "linear"):
         raise ctx.format_error(f"mode '{mode}' is not nearest or linear")
     return [_resize(ctx, x, list(range(ctx.rank(x))), ctx.input(1, ("fp32",)), None, None, opts)]
+
+
+#: Coordinate modes -> MIL sampling mode of resize_bilinear, when the scale is out / in exactly.
+_LINEAR_SAMPLING = {"half_pixel": "UNALIGN_CORNERS", "pytorch_half_pixel": "UNALIGN_CORNERS",
+                    "half_pixel_symmetric": "UNALIGN_CORNERS", "align_corners": "STRICT_ALIGN_CORNERS",
+                    "asymmetric": "DEFAULT"}
+
+
+def _as_mil_resize(ctx: Ctx, x: Value, axes: list[int], scales: np.ndarray | None, sizes: np.ndarray | None,
+                   opts: dict) -> Value | None:
+    """One MIL op for the common case (constant scales or sizes on the last two axes of a static
+    input, every output size exactly in * scale): linear -> resize_bilinear, whose sampling modes
+    are ONNX's coordinate modes when scale = out / in (half_pixel's taps below 0 or past the end
+    clamp to the edge, as MIL's positions are clamped); nearest with integer upscales ->
+    upsample_nearest_neighbor (floor(i / s): what half-pixel coordinates with either round_prefer
+    mode and asymmetric ones with floor give). None when it does not apply."""
+    shape = x.type.shape
+    if (scales is None and sizes is None) or shape is None or len(shape) < 3 \
+            or not all(is_static_dim(d) for d in shape) or opts["exclude_outside"] or opts["policy"] != "stretch":
+        return None
+    rank = len(shape)
+    shape = [int(d) for d in shape]
+    given = np.asarray(scales if scales is not None else sizes, np.float64).reshape(-1)
+    if len(given) != len(axes):
+        return None
+    out, scale = list(shape), [1.0] * rank
+    for a, g in zip(axes, given):
+        if scales is not None:
+            scale[a], out[a] = float(np.float32(g)), int(np.floor(shape[a] * float(np.float32(g))))
+            if out[a] != shape[a] * scale[a]:
+                return None  # ONNX's coordinates then use the fractional in * scale
+        else:
+            out[a], scale[a] = int(g), int(g) / shape[a]
+    if any(out[a] != shape[a] for a in range(rank - 2)) or min(out) < 1:
+        return None
+    b = ctx.b
+    if opts["mode"] == "linear" and opts["coord"] in _LINEAR_SAMPLING:
+        if opts["coord"] == "pytorch_half_pixel" and min(out[-2:]) == 1:
+            return None
+        return b.resize_bilinear(x=x, target_size_height=np.int32(out[-2]), target_size_width=np.int32(out[-1]),
+                                 sampling_mode=_LINEAR_SAMPLING[opts["coord"]])
+    if opts["mode"] == "nearest":
+        factors = [out[a] // shape[a] for a in (rank - 2, rank - 1)]
+        if any(out[a] != f * shape[a] or f < 1 for a, f in zip((rank - 2, rank - 1), factors)):
+            return None
+        half = opts["coord"] in ("half_pixel", "pytorch_half_pixel", "half_pixel_symmetric") \
+            and opts["nearest"] in ("round_prefer_floor", "round_prefer_ceil")
+        if not (half or (opts["coord"] == "asymmetric" and opts["nearest"] == "floor")):
+            return None
+        if factors == [1, 1]:
+            return b.identity(x=x)
+        return b.upsample_nearest_neighbor(x=x, scale_factor_height=np.int32(factors[0]),
+                                           scale_factor_width=np.int32(factors[1]))
+    return None
