@@ -44,8 +44,11 @@ def _repeat_heads(ctx: Ctx, x: Value, reps: int) -> Value:
 
 
 def _where_bias(ctx: Ctx, allowed: Value, like: Value) -> Value:
+    """0 where ``allowed``, -inf elsewhere, shaped like ``allowed`` (the 0s are a tensor of that
+    shape: coremltools types a select of two scalars as a scalar, whatever the condition's shape)."""
     b = ctx.b
-    return b.select(cond=allowed, a=ctx.const(0.0, like), b=ctx.const(_NEG_INF, like))
+    zeros = b.mul(x=b.cast(x=allowed, dtype=like.type.dtype.name), y=ctx.const(0.0, like))
+    return b.select(cond=allowed, a=zeros, b=ctx.const(_NEG_INF, like))
 
 
 class _Bias:
