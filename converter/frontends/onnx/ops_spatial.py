@@ -126,14 +126,14 @@ _GRID_MODES = {"bilinear": "bilinear", "linear": "bilinear", "nearest": "nearest
 
 @onnx_op("GridSample", versions=(16, 22))
 def grid_sample(ctx: Ctx, node: Node) -> list[Value]:
+    """2-D bilinear / nearest: MIL's resample. Cubic, or 3-D (volumetric): written out with gathers
+    (`_sample_nd`), as ONNX's reference samples."""
     b = ctx.b
     x = ctx.input(0, FLOATS)
     grid = ctx.input(1, FLOATS)
-    if ctx.rank(x) != 4:
-        raise ctx.unsupported(f"only 2-D (rank-4) GridSample is supported, x has rank {ctx.rank(x)}")
     mode = ctx.attr("mode", "bilinear")
-    if mode not in _GRID_MODES:
-        raise ctx.unsupported(f"mode '{mode}' (MIL's resample samples bilinear or nearest)")
+    if mode not in ("bilinear", "linear", "nearest", "bicubic", "cubic"):
+        raise ctx.format_error(f"mode '{mode}' is not valid")
     align = bool(ctx.attr("align_corners", 0))
     padding = ctx.attr("padding_mode", "zeros")
     mil_padding = {"zeros": "constant", "border": "border",
@@ -142,9 +142,138 @@ def grid_sample(ctx: Ctx, node: Node) -> list[Value]:
         raise ctx.format_error(f"padding_mode '{padding}' is not valid")
     if grid.type.dtype != x.type.dtype:
         grid = b.cast(x=grid, dtype=x.type.dtype.name)
-    return [b.resample(x=x, coordinates=grid, sampling_mode=_GRID_MODES[mode], padding_mode=mil_padding,
-                       padding_value=ctx.const(0.0, x), coordinates_mode="normalized_minus_one_to_one",
-                       align_corners=align)]
+    if mode in _GRID_MODES and ctx.rank(x) == 4:
+        return [b.resample(x=x, coordinates=grid, sampling_mode=_GRID_MODES[mode], padding_mode=mil_padding,
+                           padding_value=ctx.const(0.0, x), coordinates_mode="normalized_minus_one_to_one",
+                           align_corners=align)]
+    kind = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    return [_sample_nd(ctx, x, grid, kind, padding, align)]
+
+
+def _reflect(ctx: Ctx, v: Value, lo: float, hi: float) -> Value:
+    """ONNX's reflection of coordinates into [lo, hi] (repeated mirroring at the bounds)."""
+    b = ctx.b
+    span = hi - lo
+
+    def fold(d: Value) -> tuple[Value, Value]:
+        n = b.floor(x=b.real_div(x=d, y=np.float32(span)))
+        r = b.sub(x=d, y=b.mul(x=n, y=np.float32(span)))
+        even = b.equal(x=b.mod(x=n, y=np.float32(2.0)), y=np.float32(0.0))
+        return r, even
+
+    r_lo, even_lo = fold(b.sub(x=np.float32(lo), y=v))
+    r_hi, even_hi = fold(b.sub(x=v, y=np.float32(hi)))
+    below = b.select(cond=even_lo, a=b.add(x=r_lo, y=np.float32(lo)), b=b.sub(x=np.float32(hi), y=r_lo))
+    above = b.select(cond=even_hi, a=b.sub(x=np.float32(hi), y=r_hi), b=b.add(x=r_hi, y=np.float32(lo)))
+    return b.select(cond=b.less(x=v, y=np.float32(lo)), a=below,
+                    b=b.select(cond=b.greater(x=v, y=np.float32(hi)), a=above, b=v))
+
+
+def _cubic_weights(ctx: Ctx, t: Value) -> list[Value]:
+    b, a = ctx.b, -0.75
+
+    def outer(u: Value) -> Value:
+        return b.sub(x=b.mul(x=b.add(x=b.mul(x=b.sub(x=b.mul(x=u, y=np.float32(a)), y=np.float32(5 * a)), y=u),
+                                     y=np.float32(8 * a)), y=u), y=np.float32(4 * a))
+
+    def inner(u: Value) -> Value:
+        return b.add(x=b.mul(x=b.mul(x=b.sub(x=b.mul(x=u, y=np.float32(a + 2)), y=np.float32(a + 3)), y=u), y=u),
+                     y=np.float32(1.0))
+
+    s = b.sub(x=np.float32(1.0), y=t)
+    return [outer(b.add(x=t, y=np.float32(1.0))), inner(t), inner(s), outer(b.add(x=s, y=np.float32(1.0)))]
+
+
+def _sample_nd(ctx: Ctx, x: Value, grid: Value, kind: str, padding: str, align: bool) -> Value:
+    """GridSample as ONNX's reference computes it, for any number of spatial dims: denormalize each
+    coordinate; nearest rounds half to even; a coordinate outside the bounds ([-0.5, d - 0.5], or
+    [0, d - 1] with align_corners) is clamped (border) or reflected (reflection); then each tap
+    (floor + [0, 1] linear, floor + [-1..2] cubic, A = -0.75) reads 0 outside the image (zeros),
+    the clamped index (border) or the reflected one (reflection), and the weighted taps are summed.
+    Values come from one gather over the flattened spatial dims per tap combination."""
+    import itertools
+
+    b = ctx.b
+    xs = static_dims(ctx, x, "GridSample")
+    n, c, spatial = xs[0], xs[1], xs[2:]
+    k = len(spatial)
+    gs = dims(grid)
+    out_sp = gs[1:-1]
+    if len(out_sp) != k or gs[-1] != k:
+        raise ctx.format_error(f"grid shape {gs} does not fit an input of shape {xs}")
+    q = 1
+    for d in out_sp:
+        if not is_static_dim(d):
+            raise ctx.unsupported("the grid needs a static shape")
+        q *= int(d)
+    dt = x.type.dtype.name
+    g = b.cast(x=grid, dtype="fp32") if dt != "fp32" else grid
+    g = b.reshape(x=g, shape=np.asarray([n, q, k], np.int32))
+    coords = []
+    for axis in range(k):  # grid's last dim lists x (the last spatial axis) first
+        d = spatial[axis]
+        v = b.squeeze(x=b.slice_by_size(x=g, begin=[0, 0, k - 1 - axis], size=[-1, -1, 1]), axes=[2])
+        if align:
+            v = b.mul(x=b.add(x=v, y=np.float32(1.0)), y=np.float32((d - 1) / 2))
+        else:
+            v = b.real_div(x=b.sub(x=b.mul(x=b.add(x=v, y=np.float32(1.0)), y=np.float32(d)), y=np.float32(1.0)),
+                           y=np.float32(2.0))
+        if kind == "nearest":
+            v = b.round(x=v)
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if padding == "border":
+            v = b.select(cond=b.logical_or(x=b.less(x=v, y=np.float32(lo)), y=b.greater(x=v, y=np.float32(hi))),
+                         a=b.minimum(x=b.maximum(x=v, y=np.float32(0.0)), y=np.float32(d - 1)), b=v)
+        elif padding == "reflection":
+            v = _reflect(ctx, v, lo, hi)
+        coords.append((v, d, lo, hi))
+    per_axis = []  # per axis: list of (index int32 [N, Q], weight fp32 [N, Q] or None, inside bool or None)
+    for v, d, lo, hi in coords:
+        if kind == "nearest":
+            base, offsets, weights = b.cast(x=v, dtype="int32"), (0,), [None]
+        else:
+            f = b.floor(x=v)
+            t = b.sub(x=v, y=f)
+            base = b.cast(x=f, dtype="int32")
+            if kind == "linear":
+                offsets, weights = (0, 1), [b.sub(x=np.float32(1.0), y=t), t]
+            else:
+                offsets, weights = (-1, 0, 1, 2), _cubic_weights(ctx, t)
+        taps = []
+        for off, w in zip(offsets, weights):
+            i = b.add(x=base, y=np.int32(off)) if off else base
+            inside = None
+            if padding == "zeros":
+                inside = b.logical_and(x=b.greater_equal(x=i, y=np.int32(0)), y=b.less(x=i, y=np.int32(d)))
+            elif padding == "reflection":
+                refl = _reflect(ctx, b.cast(x=i, dtype="fp32"), lo, hi)
+                i = b.cast(x=b.floor(x=refl), dtype="int32")
+            i = b.minimum(x=b.maximum(x=i, y=np.int32(0)), y=np.int32(d - 1))
+            taps.append((i, w, inside))
+        per_axis.append(taps)
+    flat = b.reshape(x=x, shape=np.asarray([n, c, int(np.prod(spatial))], np.int32))
+    strides = [int(np.prod(spatial[a + 1:])) for a in range(k)]
+    total = None
+    for combo in itertools.product(*per_axis):
+        index, weight, inside = None, None, None
+        for (i, w, ins), stride in zip(combo, strides):
+            term = b.mul(x=i, y=np.int32(stride)) if stride != 1 else i
+            index = term if index is None else b.add(x=index, y=term)
+            if w is not None:
+                weight = w if weight is None else b.mul(x=weight, y=w)
+            if ins is not None:
+                inside = ins if inside is None else b.logical_and(x=inside, y=ins)
+        idx = b.tile(x=b.expand_dims(x=index, axes=[1]), reps=[1, c, 1])
+        val = b.gather_along_axis(x=flat, indices=idx, axis=np.int32(2))  # [N, C, Q]
+        if dt != "fp32":
+            val = b.cast(x=val, dtype="fp32")
+        if inside is not None:
+            val = b.select(cond=b.expand_dims(x=inside, axes=[1]), a=val, b=np.float32(0.0))
+        if weight is not None:
+            val = b.mul(x=val, y=b.expand_dims(x=weight, axes=[1]))
+        total = val if total is None else b.add(x=total, y=val)
+    y = b.reshape(x=total, shape=np.asarray([n, c, *[int(d) for d in out_sp]], np.int32))
+    return y if dt == "fp32" else b.cast(x=y, dtype=dt)
 
 
 def _int_scalar(ctx: Ctx, vec: Value, i: int) -> Value:
