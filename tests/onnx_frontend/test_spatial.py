@@ -179,7 +179,7 @@ def test_col2im_with_constant_shapes():
 # -- node suite ------------------------------------------------------------------------------------
 
 OPS = {"ConvTranspose", "Resize", "Upsample", "GridSample", "AffineGrid", "DepthToSpace", "SpaceToDepth",
-       "CenterCropPad", "MaxUnpool", "Col2Im"}
+       "CenterCropPad", "MaxUnpool", "Col2Im", "RoiAlign"}
 #: Expected not to pass, with why.
 NOT_PASSING = {
     **{f"test_resize_downsample_{k}_antialias": "antialias refused" for k in
@@ -223,3 +223,15 @@ def test_constant_scale_resize_as_one_mil_op(case):
     ort_check("Resize", ins, attrs, opset=19, consts={2})
     model, _ = one_node_model("Resize", ins, attrs, opset=19, consts={2})
     assert op in {o.type for o in load_onnx(model).functions["main"].block.ops}
+
+
+@pytest.mark.parametrize("mode", ["avg", "max"])
+@pytest.mark.parametrize("coord", ["half_pixel", "output_half_pixel"])
+def test_roi_align(mode, coord):
+    x = _rand(2, 3, 7, 9, seed=24)
+    rois = np.asarray([[0.5, 1.0, 6.5, 5.0], [2.2, 0.3, 4.1, 6.9], [-1.5, -0.7, 12.0, 9.5], [3.0, 3.0, 3.2, 3.1]],
+                      np.float32)
+    batch = np.asarray([1, 0, 1, 0], np.int64)
+    ort_check("RoiAlign", [x, rois, batch], {"mode": mode, "coordinate_transformation_mode": coord,
+                                             "output_height": 3, "output_width": 2, "sampling_ratio": 2,
+                                             "spatial_scale": 0.8}, opset=16)

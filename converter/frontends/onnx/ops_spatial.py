@@ -431,3 +431,85 @@ def col2im(ctx: Ctx, node: Node) -> list[Value]:
     return [b.conv_transpose(x=cols, weight=b.const(weight), pad_type="custom", pad=np.asarray(pad, np.int32),
                              strides=np.asarray(strides, np.int32), dilations=np.asarray(dil, np.int32),
                              groups=np.int32(channels))]
+
+
+def _roi_axis(ctx: Ctx, start: Value, length: Value, size: int, pooled: int, ratio: int):
+    """Sample positions along one axis of every RoI ([R, pooled * ratio]) -> the two taps' indices
+    and weights, zeroed where the sample is outside [-1, size] (ONNX RoiAlign's bilinear rule: a
+    position is clamped at 0, and from size - 1 on both taps are the last pixel)."""
+    b = ctx.b
+    k = np.asarray([p + (i + 0.5) / ratio for p in range(pooled) for i in range(ratio)], np.float32)
+    bin_size = b.real_div(x=length, y=np.float32(pooled))
+    pos = b.add(x=b.expand_dims(x=start, axes=[1]), y=b.mul(x=b.expand_dims(x=bin_size, axes=[1]), y=k))
+    valid = b.logical_and(x=b.greater_equal(x=pos, y=np.float32(-1.0)), y=b.less_equal(x=pos, y=np.float32(size)))
+    y = b.maximum(x=pos, y=np.float32(0.0))
+    low_f = b.floor(x=y)
+    at_end = b.greater_equal(x=low_f, y=np.float32(size - 1))
+    last = b.add(x=b.mul(x=low_f, y=np.float32(0.0)), y=np.float32(size - 1))  # (a tensor: see _where_bias)
+    low_f = b.select(cond=at_end, a=last, b=low_f)
+    y = b.select(cond=at_end, a=low_f, b=y)
+    frac = b.sub(x=y, y=low_f)
+    zero = b.mul(x=frac, y=np.float32(0.0))
+    w_low = b.select(cond=valid, a=b.sub(x=np.float32(1.0), y=frac), b=zero)
+    w_high = b.select(cond=valid, a=frac, b=zero)
+    low = b.cast(x=low_f, dtype="int32")
+    high = b.select(cond=at_end, a=low, b=b.add(x=low, y=np.int32(1)))
+    return [(low, w_low), (high, w_high)]
+
+
+@onnx_op("RoiAlign", versions=(16, 22))
+def roi_align(ctx: Ctx, node: Node) -> list[Value]:
+    """Each RoI's bins sampled on a ratio x ratio grid of bilinear points (gathers from the RoI's
+    image), averaged ('avg') or, as ONNX defines 'max', the max over samples of the max of the four
+    weighted corner values. sampling_ratio 0 (an adaptive, data-dependent grid) is refused."""
+    b = ctx.b
+    x = ctx.input(0, FLOATS)
+    n, c, height, width = static_dims(ctx, x, "RoiAlign")
+    rois = ctx.input(1, ("fp32",))
+    batch = ctx.input(2, ("int32",))
+    ratio = int(ctx.attr("sampling_ratio", 0))
+    if ratio <= 0:
+        raise ctx.unsupported("sampling_ratio 0 (a grid sized from each RoI's values) is not supported")
+    oh, ow = int(ctx.attr("output_height", 1)), int(ctx.attr("output_width", 1))
+    scale = float(ctx.attr("spatial_scale", 1.0))
+    half_pixel = ctx.attr("coordinate_transformation_mode", "half_pixel") == "half_pixel"
+    mode = ctx.attr("mode", "avg")
+    if mode not in ("avg", "max"):
+        raise ctx.format_error(f"mode '{mode}' is not avg or max")
+    offset = 0.5 if half_pixel else 0.0
+
+    def col(i: int) -> Value:
+        v = b.squeeze(x=b.slice_by_size(x=rois, begin=[0, i], size=[-1, 1]), axes=[1])
+        return b.sub(x=b.mul(x=v, y=np.float32(scale)), y=np.float32(offset))
+
+    x1, y1, x2, y2 = (col(i) for i in range(4))
+    roi_w, roi_h = b.sub(x=x2, y=x1), b.sub(x=y2, y=y1)
+    if not half_pixel:
+        roi_w, roi_h = b.maximum(x=roi_w, y=np.float32(1.0)), b.maximum(x=roi_h, y=np.float32(1.0))
+    ys = _roi_axis(ctx, y1, roi_h, height, oh, ratio)  # [R, oh*ratio] each
+    xs = _roi_axis(ctx, x1, roi_w, width, ow, ratio)  # [R, ow*ratio] each
+    images = b.gather(x=x, indices=batch, axis=0)  # [R, C, H, W]
+    if images.type.dtype.name != "fp32":
+        images = b.cast(x=images, dtype="fp32")
+    flat = b.reshape(x=images, shape=np.asarray([-1, c, height * width], np.int32))
+    terms = []
+    for yi, wy in ys:
+        for xi, wx in xs:
+            idx = b.add(x=b.expand_dims(x=b.mul(x=yi, y=np.int32(width)), axes=[2]), y=b.expand_dims(x=xi, axes=[1]))
+            w = b.mul(x=b.expand_dims(x=wy, axes=[2]), y=b.expand_dims(x=wx, axes=[1]))  # [R, oh*r, ow*r]
+            idx = b.tile(x=b.reshape(x=idx, shape=np.asarray([-1, 1, oh * ratio * ow * ratio], np.int32)),
+                         reps=[1, c, 1])
+            val = b.gather_along_axis(x=flat, indices=idx, axis=np.int32(2))  # [R, C, P]
+            terms.append(b.mul(x=val, y=b.reshape(x=w, shape=np.asarray([-1, 1, oh * ratio * ow * ratio], np.int32))))
+    if mode == "avg":
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = b.add(x=acc, y=t)
+    else:
+        acc = terms[0]
+        for t in terms[1:]:
+            acc = b.maximum(x=acc, y=t)
+    grid = b.reshape(x=acc, shape=np.asarray([-1, c, oh, ratio, ow, ratio], np.int32))
+    reduce = b.reduce_mean if mode == "avg" else b.reduce_max
+    y = reduce(x=grid, axes=[3, 5], keep_dims=False)
+    return [y if x.type.dtype.name == "fp32" else b.cast(x=y, dtype=x.type.dtype.name)]
