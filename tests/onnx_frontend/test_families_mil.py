@@ -20,7 +20,7 @@ from .node_suite import _compare, _plain
 
 OPS = {"Attention", "RotaryEmbedding", "LRN", "GroupNormalization", "RMSNormalization", "LpNormalization",
        "LSTM", "GRU", "RNN", "Resize", "Upsample", "ConvTranspose", "DepthToSpace", "SpaceToDepth", "GridSample",
-       "AffineGrid", "CenterCropPad", "MaxUnpool", "RoiAlign"}
+       "AffineGrid", "CenterCropPad", "MaxUnpool", "RoiAlign", "DeformConv"}
 #: Not expected to round-trip: fail before MIL already (see the family tests), or bool graph inputs,
 #: which Core ML features cannot hold.
 SKIP_SUFFIXES = ("_bf16", "4d_causal_fp16")

@@ -179,7 +179,7 @@ def test_col2im_with_constant_shapes():
 # -- node suite ------------------------------------------------------------------------------------
 
 OPS = {"ConvTranspose", "Resize", "Upsample", "GridSample", "AffineGrid", "DepthToSpace", "SpaceToDepth",
-       "CenterCropPad", "MaxUnpool", "Col2Im", "RoiAlign"}
+       "CenterCropPad", "MaxUnpool", "Col2Im", "RoiAlign", "DeformConv"}
 #: Expected not to pass, with why.
 NOT_PASSING = {
     **{f"test_resize_downsample_{k}_antialias": "antialias refused" for k in
@@ -235,3 +235,16 @@ def test_roi_align(mode, coord):
     ort_check("RoiAlign", [x, rois, batch], {"mode": mode, "coordinate_transformation_mode": coord,
                                              "output_height": 3, "output_width": 2, "sampling_ratio": 2,
                                              "spatial_scale": 0.8}, opset=16)
+
+
+def test_deform_conv_groups_strides_dilations_mask():
+    rng = np.random.default_rng(25)
+    x = _rand(2, 4, 6, 7, seed=26)
+    w = _rand(6, 2, 2, 3, seed=27)  # group 2: 4 input channels, 2 per group
+    attrs = {"group": 2, "offset_group": 2, "strides": [2, 1], "dilations": [1, 2], "pads": [1, 0, 0, 2],
+             "kernel_shape": [2, 3]}
+    oh, ow = (6 + 1 - 2) // 2 + 1, (7 + 2 - 5) // 1 + 1
+    offset = rng.uniform(-2.5, 2.5, (2, 2 * 6 * 2, oh, ow)).astype(np.float32)  # some taps leave the image
+    mask = rng.uniform(0, 1, (2, 2 * 6, oh, ow)).astype(np.float32)
+    ort_check("DeformConv", [x, w, offset, _rand(6, seed=28), mask], attrs, opset=19)
+    ort_check("DeformConv", [x, w, offset], attrs, opset=19)

@@ -513,3 +513,69 @@ def roi_align(ctx: Ctx, node: Node) -> list[Value]:
     reduce = b.reduce_mean if mode == "avg" else b.reduce_max
     y = reduce(x=grid, axes=[3, 5], keep_dims=False)
     return [y if x.type.dtype.name == "fp32" else b.cast(x=y, dtype=x.type.dtype.name)]
+
+
+@onnx_op("DeformConv", versions=(19, 22))
+def deform_conv(ctx: Ctx, node: Node) -> list[Value]:
+    """2-D deformable convolution as ONNX's reference: each kernel tap of each output position reads
+    the input bilinearly (taps outside the image read 0) at its regular position plus the learned
+    offset (offset channel (g*kH*kW + tap)*2 + {0: h, 1: w}), times the optional mask; the samples
+    [N, C*kH*kW, oH*oW] then meet the weight in one grouped matmul (+ bias)."""
+    b = ctx.b
+    x = ctx.input(0, FLOATS)
+    dt = x.type.dtype.name
+    if dt != "fp32":
+        x = b.cast(x=x, dtype="fp32")
+    n, c, height, width = static_dims(ctx, x, "DeformConv (2-D only)") if ctx.rank(x) == 4 else (None,) * 4
+    if n is None:
+        raise ctx.unsupported(f"only 2-D DeformConv is supported, X has rank {ctx.rank(x)}")
+    w = ctx.input(1, ("fp32",))
+    oc, cg, kh, kw = static_dims(ctx, w, "DeformConv's weight")
+    off = ctx.input(2, ("fp32",))
+    _, off_ch, oh, ow = static_dims(ctx, off, "DeformConv's offset")
+    group, ogroups = int(ctx.attr("group", 1)), int(ctx.attr("offset_group", 1))
+    sh, sw = _ints(ctx, "strides", 2, 1)
+    dh, dw = _ints(ctx, "dilations", 2, 1)
+    pt, pl, _, _ = _ints(ctx, "pads", 4, 0)
+    k, p = kh * kw, oh * ow
+    if c != cg * group or oc % group or c % ogroups or off_ch != ogroups * k * 2:
+        raise ctx.format_error(f"shapes do not fit: X {[n, c, height, width]}, W {[oc, cg, kh, kw]}, offset "
+                               f"channels {off_ch}, group {group}, offset_group {ogroups}")
+    off = b.reshape(x=off, shape=np.asarray([n, ogroups, k, 2, p], np.int32))
+    taps_h = np.repeat(np.arange(kh) * dh, kw)[:, None]
+    taps_w = np.tile(np.arange(kw) * dw, kh)[:, None]
+    rows = (np.arange(oh) * sh - pt).repeat(ow)[None, :]
+    cols = np.tile(np.arange(ow) * sw - pl, oh)[None, :]
+    axes = []
+    for i, (base, size) in enumerate(((taps_h + rows, height), (taps_w + cols, width))):
+        pos = b.add(x=b.squeeze(x=b.slice_by_size(x=off, begin=[0, 0, 0, i, 0], size=[-1, -1, -1, 1, -1]), axes=[3]),
+                    y=base.astype(np.float32))  # [N, G, K, P]
+        f = b.floor(x=pos)
+        t = b.sub(x=pos, y=f)
+        lo = b.cast(x=f, dtype="int32")
+        corners = []
+        for idx, wgt in ((lo, b.sub(x=np.float32(1.0), y=t)), (b.add(x=lo, y=np.int32(1)), t)):
+            inside = b.logical_and(x=b.greater_equal(x=idx, y=np.int32(0)), y=b.less(x=idx, y=np.int32(size)))
+            wgt = b.select(cond=inside, a=wgt, b=b.mul(x=wgt, y=np.float32(0.0)))
+            corners.append((b.minimum(x=b.maximum(x=idx, y=np.int32(0)), y=np.int32(size - 1)), wgt))
+        axes.append(corners)
+    per = c // ogroups
+    flat = b.reshape(x=x, shape=np.asarray([n, ogroups, per, height * width], np.int32))
+    total = None
+    for yi, wy in axes[0]:
+        for xi, wx in axes[1]:
+            idx = b.reshape(x=b.add(x=b.mul(x=yi, y=np.int32(width)), y=xi), shape=np.asarray([n, ogroups, 1, k * p],
+                                                                                            np.int32))
+            val = b.gather_along_axis(x=flat, indices=b.tile(x=idx, reps=[1, 1, per, 1]), axis=np.int32(3))
+            wgt = b.reshape(x=b.mul(x=wy, y=wx), shape=np.asarray([n, ogroups, 1, k * p], np.int32))
+            term = b.mul(x=val, y=wgt)
+            total = term if total is None else b.add(x=total, y=term)
+    if ctx.has(4):
+        mask = ctx.input(4, ("fp32",))
+        total = b.mul(x=total, y=b.reshape(x=mask, shape=np.asarray([n, ogroups, 1, k * p], np.int32)))
+    samples = b.reshape(x=total, shape=np.asarray([n, group, cg * k, p], np.int32))
+    weight = b.reshape(x=w, shape=np.asarray([1, group, oc // group, cg * k], np.int32))
+    y = b.reshape(x=b.matmul(x=weight, y=samples), shape=np.asarray([n, oc, oh, ow], np.int32))
+    if ctx.has(3):
+        y = b.add(x=y, y=b.reshape(x=ctx.input(3, ("fp32",)), shape=np.asarray([1, oc, 1, 1], np.int32)))
+    return [y if dt == "fp32" else b.cast(x=y, dtype=dt)]
