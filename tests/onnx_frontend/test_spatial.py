@@ -73,6 +73,20 @@ def test_resize_sizes_axes_keep_aspect_ratio_and_cubic_options():
               {"mode": "cubic", "axes": [2, 3], "cubic_coeff_a": -0.5, "exclude_outside": 1}, opset=19)
 
 
+def test_constant_scale_output_size_is_floor_of_the_exact_product():
+    """10 * float32(0.7) = 6.99999988: onnx's shape inference and reference give 6 (onnxruntime 7)."""
+    from converter.frontends.onnx import load_onnx
+    from converter.ir.interpreter import run
+
+    from .family_oracles import one_node_model
+
+    x = _rand(1, 2, 10, 10, seed=30)
+    for mode in ("linear", "cubic", "nearest"):
+        model, feeds = one_node_model("Resize", [x, None, np.asarray([1, 1, 0.4, 0.7], np.float32)], {"mode": mode},
+                                      opset=19, consts={2})
+        assert run(load_onnx(model), feeds)["y0"].shape == (1, 2, 4, 6)
+
+
 def test_resize_tf_crop_and_resize_extrapolates():
     x = _rand(1, 1, 5, 6, seed=9)
     roi = np.asarray([0, 0, -0.2, 0.1, 1, 1, 0.9, 1.3], np.float32)
@@ -248,3 +262,51 @@ def test_deform_conv_groups_strides_dilations_mask():
     mask = rng.uniform(0, 1, (2, 2 * 6, oh, ow)).astype(np.float32)
     ort_check("DeformConv", [x, w, offset, _rand(6, seed=28), mask], attrs, opset=19)
     ort_check("DeformConv", [x, w, offset], attrs, opset=19)
+
+
+def _with_inputs_as_initializers(case, names):
+    """A node-suite case's model with the named graph inputs frozen to their data-set values."""
+    from onnx import numpy_helper
+
+    model = case.model.__class__()
+    model.CopyFrom(case.model)
+    g = model.graph
+    feeds = dict(zip([v.name for v in g.input], case.data_sets[0][0]))
+    for name in names:
+        g.initializer.append(numpy_helper.from_array(np.asarray(feeds.pop(name)), name))
+    keep = [v for v in g.input if v.name not in names]
+    del g.input[:]
+    g.input.extend(keep)
+    return model, feeds
+
+
+@pytest.mark.parametrize("name", ["test_resize_downsample_scales_linear_antialias",
+                                  "test_resize_downsample_sizes_linear_antialias",
+                                  "test_resize_downsample_scales_cubic_antialias",
+                                  "test_resize_downsample_sizes_cubic_antialias",
+                                  "test_col2im", "test_col2im_strides", "test_col2im_pads", "test_col2im_dilations"])
+def test_node_cases_refused_for_run_time_shapes_pass_with_constants(name):
+    """These node-suite cases feed scales / sizes / image and block shapes as graph inputs, which
+    the mappings need as constants: frozen to their values, ONNX's expected outputs are met."""
+    from converter.frontends.onnx import load_onnx
+    from converter.ir.interpreter import run
+
+    from .family_oracles import _cases
+
+    case = next(c for c in _cases() if c.name == name)
+    frozen = [v.name for v in case.model.graph.input if v.name in ("scales", "sizes", "image_shape", "block_shape")]
+    model, feeds = _with_inputs_as_initializers(case, frozen)
+    got = run(load_onnx(model), feeds)
+    np.testing.assert_allclose(got[case.model.graph.output[0].name], case.data_sets[0][1][0], rtol=1e-3, atol=1e-6)
+
+
+@pytest.mark.parametrize("mode", ["linear", "cubic"])
+@pytest.mark.parametrize("coord", ["half_pixel", "align_corners", "asymmetric", "pytorch_half_pixel"])
+def test_resize_antialias_vs_onnxruntime(mode, coord):
+    """(Whole output sizes: with a fractional in * scale, align_corners differs between onnxruntime
+    and ONNX, which we follow; see test_resize_scales.)"""
+    x = _rand(1, 2, 10, 8, seed=29)
+    attrs = {"mode": mode, "antialias": 1, "coordinate_transformation_mode": coord}
+    ort_check("Resize", [x, None, np.asarray([1, 1, 0.4, 0.75], np.float32)], attrs, opset=19, consts={2})
+    ort_check("Resize", [x, None, None, np.asarray([4, 6], np.int64)], {**attrs, "axes": [3, 2]}, opset=19,
+              consts={3})

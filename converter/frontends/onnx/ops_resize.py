@@ -8,8 +8,10 @@ up), then taps around ``floor(x_ori)`` clamped to the edge (nearest: one tap rou
 ``nearest_mode``; linear: 2; cubic: 4 with ``cubic_coeff_a``), weights renormalized over the
 taps inside the input when ``exclude_outside``, and ``extrapolation_value`` where a
 ``tf_crop_and_resize`` coordinate leaves the input. Scales, sizes and roi may be run-time
-tensors (the arithmetic is IR ops; constants fold). ``antialias`` is refused: its filter width
-depends on the scale.
+tensors (the arithmetic is IR ops; constants fold). ``antialias`` (linear / cubic downscaling
+with a filter stretched by 1 / scale) needs constant scales or sizes and a static input: each axis
+is then a matmul with the interpolation matrix built at conversion time; with run-time scales it
+is refused (the filter width would follow a run-time value).
 """
 
 from __future__ import annotations
@@ -160,7 +162,11 @@ def _resize(ctx: Ctx, x: Value, axes: list[int], scales: Value | None, sizes: Va
     else:
         for i, a in enumerate(axes):
             s = _scalar(ctx, scales, i)
-            per_axis.append((s, b.cast(x=b.floor(x=b.mul(x=s, y=np.float32(shape[a]))), dtype="int32")))
+            known = _const_scalar(s)
+            if known is not None:  # floor(in * scale) in float64, as onnx's shape inference (fp32 can round up)
+                per_axis.append((s, b.const(np.int32(np.floor(shape[a] * known)))))
+            else:
+                per_axis.append((s, b.cast(x=b.floor(x=b.mul(x=s, y=np.float32(shape[a]))), dtype="int32")))
     roi_pairs: list[tuple[Value, Value] | None] = [None] * k
     if opts["coord"] == "tf_crop_and_resize":
         if roi is None:
@@ -195,9 +201,8 @@ def _options(ctx: Ctx, node: Node) -> dict:
     nearest = ctx.attr("nearest_mode", "round_prefer_floor")
     if nearest not in ("round_prefer_floor", "round_prefer_ceil", "floor", "ceil"):
         raise ctx.format_error(f"nearest_mode '{nearest}' is not valid")
-    if int(ctx.attr("antialias", 0) or 0) and mode != "nearest":
-        raise ctx.unsupported("antialias (a filter whose width follows the scale) is not supported")
-    return {"coord": coord, "mode": mode, "nearest": nearest, "cubic_a": float(ctx.attr("cubic_coeff_a", -0.75)),
+    return {"antialias": bool(int(ctx.attr("antialias", 0) or 0)) and mode != "nearest", "coord": coord,
+            "mode": mode, "nearest": nearest, "cubic_a": float(ctx.attr("cubic_coeff_a", -0.75)),
             "exclude_outside": bool(ctx.attr("exclude_outside", 0)),
             "extrapolation": float(ctx.attr("extrapolation_value", 0.0)),
             "policy": ctx.attr("keep_aspect_ratio_policy", "stretch")}
@@ -221,6 +226,8 @@ def resize(ctx: Ctx, node: Node) -> list[Value]:
     has_scales, has_sizes = _given(ctx, 2), _given(ctx, 3)
     if has_scales == has_sizes:
         raise ctx.format_error("exactly one of scales and sizes must be given")
+    if opts["antialias"]:
+        return [_antialias_resize(ctx, x, axes, opts)]
     fast = _as_mil_resize(ctx, x, axes, ctx.const_input(2) if has_scales else None,
                           ctx.const_input(3) if has_sizes else None, opts)
     if fast is not None:
@@ -236,7 +243,7 @@ def upsample(ctx: Ctx, node: Node) -> list[Value]:
     """Upsample-9 is Resize with asymmetric coordinates (nearest rounds down, as its reference)."""
     x = ctx.input(0, FLOATS)
     mode = ctx.attr("mode", "nearest")
-    opts = {"coord": "asymmetric", "mode": mode, "nearest": "floor", "cubic_a": -0.75, "exclude_outside": False,
+    opts = {"antialias": False, "coord": "asymmetric", "mode": mode, "nearest": "floor", "cubic_a": -0.75, "exclude_outside": False,
             "extrapolation": 0.0, "policy": "stretch"}
     if mode not in ("nearest", "linear"):
         raise ctx.format_error(f"mode '{mode}' is not nearest or linear")
@@ -295,3 +302,105 @@ def _as_mil_resize(ctx: Ctx, x: Value, axes: list[int], scales: np.ndarray | Non
         return b.upsample_nearest_neighbor(x=x, scale_factor_height=np.int32(factors[0]),
                                            scale_factor_width=np.int32(factors[1]))
     return None
+
+
+def _coord_np(mode: str, y: np.ndarray, scale: float, n: int, m: int, roi: tuple[float, float] | None) -> np.ndarray:
+    """ONNX's source coordinates in float64 (the conversion-time twin of `_source_coords`)."""
+    out_w = scale * n
+    if mode == "half_pixel":
+        return (y + 0.5) / scale - 0.5
+    if mode == "asymmetric":
+        return y / scale
+    if mode == "pytorch_half_pixel":
+        return np.full(m, -0.5) if out_w == 1 else (y + 0.5) / scale - 0.5
+    if mode == "half_pixel_symmetric":
+        return n / 2 * (1 - m / out_w) + (y + 0.5) / scale - 0.5
+    if mode == "align_corners":
+        return np.zeros(m) if out_w == 1 else y * (n - 1) / (out_w - 1)
+    start, end = roi
+    x = np.full(m, (end - start) * (n - 1) / 2) if out_w == 1 else y * (end - start) * (n - 1) / (out_w - 1)
+    return x + start * (n - 1)
+
+
+def _antialias_matrix(n: int, m: int, scale: float, opts: dict, roi: tuple[float, float] | None) -> np.ndarray:
+    """[m, n] weights of ONNX's antialiased linear / cubic resize along one axis: the filter is
+    stretched by 1 / min(scale, 1) and normalized; taps past the edge read the edge pixel (or are
+    dropped and the rest renormalized with exclude_outside)."""
+    s = min(scale, 1.0)
+    x = _coord_np(opts["coord"], np.arange(m, dtype=np.float64), scale, n, m, roi)
+    w = np.zeros((m, n))
+    a = opts["cubic_a"]
+    for row, xo in enumerate(x):
+        if opts["coord"] == "tf_crop_and_resize" and (xo < 0 or xo > n - 1):
+            continue  # extrapolated: added as a constant below
+        base = int(np.floor(xo))
+        ratio = xo - base
+        if ratio == 0:  # ONNX takes an integral coordinate as ratio 1 from the pixel before
+            base, ratio = base - 1, 1.0
+        if opts["mode"] == "linear":
+            start = int(np.floor(-1 / s) + 1)
+            taps = np.arange(start, 2 - start)
+            coeffs = np.clip(1 - np.abs((taps - ratio) * s), 0, 1)
+        else:
+            start = int(np.floor(-2 / s) + 1)
+            taps = np.arange(start, 2 - start)
+            t = np.abs((taps - ratio) * s)
+            coeffs = np.where(t <= 1, (a + 2) * t ** 3 - (a + 3) * t ** 2 + 1,
+                              np.where(t < 2, a * t ** 3 - 5 * a * t ** 2 + 8 * a * t - 4 * a, 0.0))
+        coeffs = coeffs / coeffs.sum()
+        idx = base + taps
+        if opts["exclude_outside"]:
+            coeffs = np.where((idx >= 0) & (idx < n), coeffs, 0.0)
+            coeffs = coeffs / coeffs.sum()
+        np.add.at(w[row], np.clip(idx, 0, n - 1), coeffs)
+    return w
+
+
+def _antialias_resize(ctx: Ctx, x: Value, axes: list[int], opts: dict) -> Value:
+    b = ctx.b
+    shape = static_dims(ctx, x, "an antialiased Resize")
+    rank = len(shape)
+    scales, sizes = ctx.const_input(2) if _given(ctx, 2) else None, ctx.const_input(3) if _given(ctx, 3) else None
+    roi = ctx.const_input(1) if _given(ctx, 1) else None
+    if (scales is None and sizes is None) or (opts["coord"] == "tf_crop_and_resize" and roi is None):
+        raise ctx.unsupported("antialias needs constant scales or sizes (its filter width follows the scale)")
+    given = [float(v) for v in np.asarray(scales if scales is not None else sizes).reshape(-1)]
+    if opts["policy"] not in ("stretch", "not_larger", "not_smaller"):
+        raise ctx.format_error(f"keep_aspect_ratio_policy '{opts['policy']}' is not valid")
+    per = {}
+    if scales is not None:
+        for a, g in zip(axes, given):
+            g = float(np.float32(g))
+            per[a] = (g, int(np.floor(shape[a] * g)))
+    else:
+        ratios = [g / shape[a] for a, g in zip(axes, given)]
+        if opts["policy"] != "stretch":
+            one = min(ratios) if opts["policy"] == "not_larger" else max(ratios)
+            per = {a: (one, int(one * shape[a] + 0.5)) for a in axes}
+        else:
+            per = {a: (r, int(g)) for a, r, g in zip(axes, ratios, given)}
+    roi_list = [float(v) for v in np.asarray(roi).reshape(-1)] if roi is not None else None
+    dt = x.type.dtype
+    y = x
+    for i, a in enumerate(axes):
+        scale, m = per[a]
+        pair = None
+        if roi_list is not None and opts["coord"] == "tf_crop_and_resize":
+            full = len(roi_list) == 2 * rank and len(axes) != rank
+            pair = (roi_list[a], roi_list[rank + a]) if full else (roi_list[i], roi_list[len(axes) + i])
+        if scale == 1.0 and m == shape[a] and pair is None:
+            continue
+        w = _antialias_matrix(shape[a], m, scale, opts, pair).astype(dt.storage)
+        moved = y if a == rank - 1 else b.transpose(x=y, perm=[*[d for d in range(rank) if d != a], a])
+        out = b.matmul(x=moved, y=b.const(np.ascontiguousarray(w.T)))
+        if pair is not None:
+            xo = _coord_np("tf_crop_and_resize", np.arange(m, dtype=np.float64), scale, shape[a], m, pair)
+            outside = (xo < 0) | (xo > shape[a] - 1)
+            if outside.any():
+                out = b.add(x=out, y=b.const((outside * opts["extrapolation"]).astype(dt.storage)))
+        if a != rank - 1:
+            inv = list(range(rank - 1))
+            inv.insert(a, rank - 1)
+            out = b.transpose(x=out, perm=inv)
+        y = out
+    return y
