@@ -310,3 +310,10 @@ def test_resize_antialias_vs_onnxruntime(mode, coord):
     ort_check("Resize", [x, None, np.asarray([1, 1, 0.4, 0.75], np.float32)], attrs, opset=19, consts={2})
     ort_check("Resize", [x, None, None, np.asarray([4, 6], np.int64)], {**attrs, "axes": [3, 2]}, opset=19,
               consts={3})
+
+
+@pytest.mark.parametrize("mode", ["nearest", "linear"])
+def test_upsample_opsets_7_and_9(mode):
+    x = _rand(1, 2, 3, 4, seed=31)
+    ort_check("Upsample", [x], {"mode": mode, "scales": [1.0, 1.0, 1.5, 2.5]}, opset=7)
+    ort_check("Upsample", [x, np.asarray([1, 1, 2.5, 1.5], np.float32)], {"mode": mode}, opset=9)

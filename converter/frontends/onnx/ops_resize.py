@@ -238,16 +238,23 @@ def resize(ctx: Ctx, node: Node) -> list[Value]:
     return [_resize(ctx, x, axes, scales, sizes, roi, opts)]
 
 
-@onnx_op("Upsample", versions=(9, 9))
+@onnx_op("Upsample", versions=(7, 10))
 def upsample(ctx: Ctx, node: Node) -> list[Value]:
-    """Upsample-9 is Resize with asymmetric coordinates (nearest rounds down, as its reference)."""
+    """Upsample is Resize with asymmetric coordinates from the given scales (nearest rounds down):
+    what onnxruntime computes, and ONNX's reference for integer nearest scales. Opset 7 gives the
+    scales as an attribute, 9 and 10 as an input."""
     x = ctx.input(0, FLOATS)
     mode = ctx.attr("mode", "nearest")
-    opts = {"antialias": False, "coord": "asymmetric", "mode": mode, "nearest": "floor", "cubic_a": -0.75, "exclude_outside": False,
-            "extrapolation": 0.0, "policy": "stretch"}
-    if mode not in ("nearest", "linear"):
+    opts = {"antialias": False, "coord": "asymmetric", "mode": mode, "nearest": "floor", "cubic_a": -0.75,
+            "exclude_outside": False, "extrapolation": 0.0, "policy": "stretch"}
+    if mode not in ("nearest", "linear", "bilinear"):
         raise ctx.format_error(f"mode '{mode}' is not nearest or linear")
-    return [_resize(ctx, x, list(range(ctx.rank(x))), ctx.input(1, ("fp32",)), None, None, opts)]
+    opts["mode"] = "linear" if mode == "bilinear" else mode
+    if node.version == 7:
+        scales = ctx.b.const(np.asarray(ctx.required_attr("scales"), np.float32))
+    else:
+        scales = ctx.input(1, ("fp32",))
+    return [_resize(ctx, x, list(range(ctx.rank(x))), scales, None, None, opts)]
 
 
 #: Coordinate modes -> MIL sampling mode of resize_bilinear, when the scale is out / in exactly.
