@@ -4,5 +4,6 @@ from . import (  # noqa: F401
     ops_activation,
     ops_elementwise,
     ops_indexing,
+    ops_loss,
     ops_tensor,
 )
