@@ -5,5 +5,6 @@ from . import (  # noqa: F401
     ops_elementwise,
     ops_indexing,
     ops_loss,
+    ops_quant,
     ops_tensor,
 )
