@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     ops_elementwise,
     ops_indexing,
     ops_loss,
+    ops_misc,
     ops_quant,
     ops_tensor,
 )
