@@ -91,11 +91,30 @@ def gather(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.gather(x=x, indices=idx, axis=axis)]
 
 
+def _smaller_elsewhere(ctx: Ctx, x: Value, idx: Value, axis: int) -> list[int] | None:
+    """The indices' shape when it is smaller than ``x`` in a dim other than ``axis`` (ONNX allows
+    it, MIL's *_along_axis ops need those dims equal), else None."""
+    xs, ids = x.type.shape, idx.type.shape
+    if xs is None or ids is None or len(xs) != len(ids):
+        return None
+    if all(k == axis or (is_static_dim(a) and is_static_dim(c) and int(a) == int(c)) or a is c
+           for k, (a, c) in enumerate(zip(xs, ids))):
+        return None
+    if not all(is_static_dim(d) for d in ids):
+        raise ctx.unsupported("indices smaller than the data in a non-axis dim need a static shape")
+    return [int(d) for d in ids]
+
+
 @onnx_op("GatherElements", versions=(11, 13))
 def gather_elements(ctx: Ctx, node: Node) -> list[Value]:
     x = ctx.input(0, GATHERABLE)
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), _rank(ctx, x))
     idx = wrap_negative(ctx, _index_input(ctx, 1), dim_size(ctx, x, axis))
+    smaller = _smaller_elsewhere(ctx, x, idx, axis)
+    if smaller is not None:  # only the leading part of the other dims is read: slice it off
+        size = list(smaller)
+        size[axis] = -1
+        x = ctx.b.slice_by_size(x=x, begin=[0] * len(size), size=size)
     return [ctx.b.gather_along_axis(x=x, indices=idx, axis=axis)]
 
 
@@ -143,11 +162,20 @@ def _mode(ctx: Ctx) -> str:
 @onnx_op("Scatter", versions=(9, 11))
 @onnx_op("ScatterElements", versions=(11, 18))
 def scatter_elements(ctx: Ctx, node: Node) -> list[Value]:
+    """MIL scatter_along_axis; indices smaller than the data in another dim become full
+    coordinates for scatter_nd (same modes, same sequential order)."""
+    b = ctx.b
     data = ctx.input(0, NUMERIC)
     updates, = common(ctx, [data, ctx.input(2, NUMERIC)])[1:]
     axis = normalize_axis(ctx, int(ctx.attr("axis", 0)), _rank(ctx, data))
     idx = wrap_negative(ctx, _index_input(ctx, 1), dim_size(ctx, data, axis))
-    return [ctx.b.scatter_along_axis(data=data, indices=idx, updates=updates, axis=axis, mode=_mode(ctx))]
+    smaller = _smaller_elsewhere(ctx, data, idx, axis)
+    if smaller is None:
+        return [b.scatter_along_axis(data=data, indices=idx, updates=updates, axis=axis, mode=_mode(ctx))]
+    grid = np.stack(np.meshgrid(*[np.arange(n, dtype=np.int32) for n in smaller], indexing="ij"), axis=-1)
+    coords = [b.const(np.ascontiguousarray(grid[..., k:k + 1])) for k in range(len(smaller))]
+    coords[axis] = b.expand_dims(x=idx, axes=[-1])
+    return [b.scatter_nd(data=data, indices=b.concat(values=coords, axis=-1), updates=updates, mode=_mode(ctx))]
 
 
 @onnx_op("ScatterND", versions=(11, 18))
