@@ -1,6 +1,6 @@
 """One-node ONNX models run by onnxruntime (the oracle) and by ONNX -> IR -> our interpreter.
 
-``check(op, inputs, attrs, consts=...)``: inputs listed in ``consts`` become initializers (so a
+``check(op, inputs, attrs, consts=..., oracle=...)``: inputs listed in ``consts`` become initializers (so a
 mapping's conversion-time path is taken), the others graph inputs (its run-time path); output
 types come from onnx's shape inference. Every output is compared: exactly for integer / bool
 results, with onnx's tolerances (rtol 1e-3, atol 1e-7) or the given ones for floats.
@@ -39,12 +39,29 @@ def one_node_model(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | N
     return onnx.shape_inference.infer_shapes(model, strict_mode=True), feeds
 
 
-def check(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | None = None, *, n_out: int = 1,
-          consts: Sequence[int] = (), opset: int = 21, rtol: float = 1e-3, atol: float = 1e-7) -> list[np.ndarray]:
-    """Assert our results equal onnxruntime's; returns onnxruntime's outputs."""
+def ours(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | None = None, *, n_out: int = 1,
+         consts: Sequence[int] = (), opset: int = 21) -> list[np.ndarray]:
+    """Our outputs (ONNX -> IR -> interpreter), for tests whose oracle is a formula."""
     model, feeds = one_node_model(op, inputs, attrs, n_out=n_out, consts=consts, opset=opset)
-    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = sess.run(None, feeds)
+    got = run(load_onnx(model), feeds)
+    return [np.asarray(got[f"y{k}"]) for k in range(n_out)]
+
+
+def check(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | None = None, *, n_out: int = 1,
+          consts: Sequence[int] = (), opset: int = 21, rtol: float = 1e-3, atol: float = 1e-7,
+          oracle: str = "onnxruntime") -> list[np.ndarray]:
+    """Assert our results equal the oracle's (onnxruntime, or onnx's ReferenceEvaluator with
+    ``oracle="reference"`` where onnxruntime lacks the kernel or the numpy type); returns them."""
+    model, feeds = one_node_model(op, inputs, attrs, n_out=n_out, consts=consts, opset=opset)
+    if oracle == "reference":
+        from onnx.reference import ReferenceEvaluator
+
+        want = [np.asarray(w) for w in ReferenceEvaluator(model).run(None, feeds)]
+        narrow = {"int4": np.int8, "int2": np.int8, "uint4": np.uint8, "uint2": np.uint8}
+        want = [w.astype(narrow[w.dtype.name]) if w.dtype.name in narrow else w for w in want]
+    else:
+        sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+        want = sess.run(None, feeds)
     got = run(load_onnx(model), feeds)
     for k, w in enumerate(want):
         g = np.asarray(got[f"y{k}"])
