@@ -160,3 +160,10 @@ def test_scatter_elements_indices_smaller_than_the_data(reduction):
     check("ScatterElements", [X34, idx, upd], {"axis": 1, "reduction": reduction}, opset=18)
     check("ScatterElements", [X34, np.array([[-1], [0]], np.int64), np.array([[5.0], [-6.0]], np.float32)],
           {"axis": 0, "reduction": reduction}, opset=18)
+
+
+@pytest.mark.parametrize("mode,starts", [("linear", [1, 3]), ("circular", [4, 2])])
+def test_tensor_scatter_writes_from_each_batch_rows_index(mode, starts):
+    cache = np.arange(2 * 3 * 5 * 4, dtype=np.float32).reshape(2, 3, 5, 4)
+    update = -np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4) - 1
+    check("TensorScatter", [cache, update, np.array(starts, np.int64)], {"mode": mode}, opset=24)

@@ -113,3 +113,59 @@ def test_qlinear_conv_per_channel_scales_bias_and_padding():
     check("QLinearConv", [x, np.array(0.04, np.float32), np.array(120, np.uint8), w, w_scale,
                           np.zeros(4, np.int8), np.array(0.25, np.float32), np.array(7, np.uint8), bias],
           {"auto_pad": "SAME_LOWER"}, consts=(3, 4, 5, 8))
+
+
+@pytest.mark.parametrize("case", ["per-tensor", "per-axis", "blocked", "no-zero-point", "short-block"])
+def test_constant_weights_dequantize_stay_compressed(case):
+    """Constant data and parameters: one constexpr_blockwise_shift_scale (except a short last
+    block, which it cannot express), with onnxruntime's values."""
+    from converter.frontends.onnx import load_onnx
+
+    from .ort_oracle import one_node_model
+
+    w = (np.arange(24, dtype=np.int64).reshape(4, 6) * 29 % 256 - 128).astype(np.int8)
+    attrs: dict = {}
+    scale, zp = np.array(0.05, np.float32), np.array(-3, np.int8)
+    if case == "per-axis":
+        scale, zp, attrs = np.array([0.5, 0.25, 0.125, 2.0], np.float32), np.array([1, -2, 3, 0], np.int8), {"axis": 0}
+    elif case in ("blocked", "short-block"):
+        block = 3 if case == "blocked" else 4
+        nb = -(-6 // block)
+        scale = (np.arange(4 * nb, dtype=np.float32).reshape(4, nb) + 1) / 16
+        zp = (np.arange(4 * nb).reshape(4, nb) % 5 - 2).astype(np.int8)
+        attrs = {"axis": 1, "block_size": block}
+    inputs = [w, scale, None if case == "no-zero-point" else zp]
+    check("DequantizeLinear", inputs, attrs, consts=(0, 1, 2))
+    model, _ = one_node_model("DequantizeLinear", inputs, attrs, consts=(0, 1, 2))
+    ops = [op.type for op in load_onnx(model).functions["main"].block.ops]
+    assert ("constexpr_blockwise_shift_scale" in ops) == (case != "short-block"), ops
+
+
+def test_int4_blocked_weights_stay_int4_through_an_mlpackage(tmp_path):
+    """int4 initializer, blocked scales: constexpr_blockwise_shift_scale on int4 data, saved as a
+    MIL package and read back; values vs onnx's reference evaluator (onnxruntime cannot take
+    int4 DequantizeLinear initializers through its Python API either)."""
+    import onnx
+    from onnx import TensorProto, numpy_helper
+    from onnx import helper as h
+    from onnx.reference import ReferenceEvaluator
+
+    import converter
+    from converter.frontends.onnx import load_onnx
+
+    w = (np.arange(32).reshape(8, 4) * 7 % 16 - 8).astype(np.int8)
+    init = [h.make_tensor("W", TensorProto.INT4, [8, 4], w.reshape(-1).tolist()),
+            numpy_helper.from_array((np.arange(16, dtype=np.float32).reshape(4, 4) + 1) / 10, "S")]
+    g = h.make_graph([h.make_node("DequantizeLinear", ["W", "S"], ["Wf"], axis=0, block_size=2),
+                      h.make_node("Mul", ["x", "Wf"], ["y"])], "g", [h.make_tensor_value_info("x", 1, [8, 4])],
+                     [h.make_tensor_value_info("y", 1, [8, 4])], initializer=init)
+    model = h.make_model(g, opset_imports=[h.make_opsetid("", 21)])
+    onnx.checker.check_model(model)
+    x = np.linspace(-2, 3, 32, dtype=np.float32).reshape(8, 4)
+    want = ReferenceEvaluator(model).run(None, {"x": x})[0]
+    prog = load_onnx(model)
+    shift_scale = [op for op in prog.functions["main"].block.ops if op.type == "constexpr_blockwise_shift_scale"]
+    assert len(shift_scale) == 1 and shift_scale[0].inputs["data"].type.dtype.name == "int4"
+    converter.save(prog, tmp_path / "q.mlpackage", to="mil")
+    back = converter.load(tmp_path / "q.mlpackage")
+    np.testing.assert_array_equal(converter.run(back, {"x": x})["y"], want)

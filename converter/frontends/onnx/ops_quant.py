@@ -10,7 +10,9 @@ ONNX formulas are written out (exact for every integer type the IR holds):
   (``block_size``: each entry covers that many elements along ``axis``; expanded with a gather
   of ``i // block_size``). float8/float4 results are refused: the IR cannot round to them.
 - DequantizeLinear: ``(x - zero_point) * scale`` in fp32 (float8/float4 inputs are held exactly
-  in fp32; the driver casts to the scale's or ``output_dtype``'s type).
+  in fp32; the driver casts to the scale's or ``output_dtype``'s type). Constant int8/uint8/
+  int4/uint4 weights with constant parameters become one ``constexpr_blockwise_shift_scale``
+  (iOS18), so a QDQ model's weights stay compressed in the program.
 - DynamicQuantizeLinear: uint8 with ``scale = (max(0, max x) - min(0, min x)) / 255`` (1/255 when
   both are 0) and ``zero_point = round(clip(-min / scale, 0, 255))``, as ONNX's reference.
 - MatMulInteger / QLinearMatMul: int32 matmul of the zero-point-shifted operands (exact), then
@@ -30,7 +32,7 @@ from onnx import TensorProto
 
 from ...ir.core import Value
 from ...ir.types import is_static_dim
-from .context import FLOATS, Ctx, Node, normalize_axis
+from .context import FLOATS, Ctx, Node, narrow, normalize_axis
 from .registry import onnx_op
 
 #: Integer result types: (min, max, IR dtype holding them).
@@ -137,8 +139,50 @@ def quantize_linear(ctx: Ctx, node: Node) -> list[Value]:
     return [saturate_to(ctx, q, out_type)]
 
 
+#: ONNX integer types a constant DequantizeLinear keeps compressed -> the IR dtype of the data.
+CONSTEXPR_DATA = {TensorProto.INT8: "int8", TensorProto.UINT8: "uint8", TensorProto.INT4: "int4",
+                  TensorProto.UINT4: "uint4"}
+
+
+def constant_dequantize(ctx: Ctx, node: Node) -> Value | None:
+    """A DequantizeLinear of constant int8/uint8/int4/uint4 data with constant parameters as one
+    ``constexpr_blockwise_shift_scale`` (the weights stay compressed in the program), or None when
+    the parameters do not fit it (a blocked axis not divisible by block_size, a scalar)."""
+    data_type = ctx.input_elem_type(0)
+    data, scale = ctx.const_input(0), ctx.const_input(1)
+    zp = ctx.const_input(2) if ctx.has(2) else None
+    if data_type not in CONSTEXPR_DATA or data is None or scale is None or (ctx.has(2) and zp is None):
+        return None
+    data, scale = narrow(np.asarray(data), "x"), narrow(np.asarray(scale), "x_scale")
+    if data.ndim == 0 or scale.dtype not in (np.float32, np.float16):
+        return None
+    rank = data.ndim
+    axis = int(ctx.attr("axis", 1))
+    block = int(ctx.attr("block_size", 0) or 0)
+    if scale.ndim == 0 or scale.size == 1 and block <= 0:
+        shape = [1] * rank
+    elif block <= 0:
+        if not -rank <= axis < rank or scale.ndim != 1:
+            return None
+        shape = [1] * rank
+        shape[axis % rank] = scale.size
+    else:
+        if scale.ndim != rank or not -rank <= axis < rank or data.shape[axis % rank] % block:
+            return None
+        shape = list(scale.shape)
+    b = ctx.b
+    inputs = {"data": b.const(data, CONSTEXPR_DATA[data_type]), "scale": b.const(scale.reshape(shape))}
+    if zp is not None:
+        inputs["offset"] = b.const(narrow(np.asarray(zp), "x_zero_point").reshape(shape), CONSTEXPR_DATA[data_type])
+    return b.add_op("constexpr_blockwise_shift_scale", inputs).outputs[0]
+
+
 @onnx_op("DequantizeLinear", versions=(10, 28))
 def dequantize_linear(ctx: Ctx, node: Node) -> list[Value]:
+    """Constant weights stay compressed (`constant_dequantize`); else ``(x - zp) * scale`` in fp32."""
+    compressed = constant_dequantize(ctx, node)
+    if compressed is not None:
+        return [compressed]
     b = ctx.b
     x = _f32(ctx, ctx.input(0))
     axis, block = _axis_and_block(ctx, x)
