@@ -167,3 +167,18 @@ def test_tensor_scatter_writes_from_each_batch_rows_index(mode, starts):
     cache = np.arange(2 * 3 * 5 * 4, dtype=np.float32).reshape(2, 3, 5, 4)
     update = -np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4) - 1
     check("TensorScatter", [cache, update, np.array(starts, np.int64)], {"mode": mode}, opset=24)
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+def test_unique_flattened(sorted_):
+    x = np.array([[2.5, -1.0, 7.0], [2.5, 0.0, -1.0], [9.0, 7.0, 2.5]], np.float32)
+    check("Unique", [x], {"sorted": sorted_}, n_out=4)
+    check("Unique", [np.array([3, -2, 3, 3, 8, -2, 0], np.int64)], {"sorted": sorted_}, n_out=4)
+
+
+@pytest.mark.parametrize("sorted_", [1, 0])
+@pytest.mark.parametrize("axis", [0, 1, -1])
+def test_unique_slices_along_an_axis(axis, sorted_):
+    x = np.array([[[1, 0], [2, 5]], [[1, 0], [2, 4]], [[1, 0], [2, 5]], [[0, 9], [3, 3]]], np.int64)
+    x = np.moveaxis(x, 0, axis % 3).copy()
+    check("Unique", [x], {"axis": axis, "sorted": sorted_}, n_out=4)

@@ -1,7 +1,11 @@
 """Indexing ONNX ops: gathers, scatters, TopK, ArgMax/ArgMin, Hardmax, Where, OneHot, Range,
 CumSum/CumProd, Trilu, EyeLike, NonZero, Compress, ReverseSequence, TensorScatter.
-
-Unique is left unmapped: its four outputs have data-dependent sizes no IR op computes.
+- Unique: a stable argsort, group starts where a sorted value differs from
+  the one before (NonZero gives their positions, so the output size is data dependent as in
+  ONNX), first-occurrence indices from the stable order, inverse indices scattered back, counts
+  from the distances between starts; ``sorted=0`` reorders the groups by first occurrence. Each
+  NaN is its own value (NaN != NaN). Along an axis, slices are sorted lexicographically by one
+  stable argsort per slice element (static shapes, slices up to UNIQUE_MAX_SLICE elements).
 
 Where ONNX and MIL differ the ONNX rule is written in IR ops:
 
@@ -21,6 +25,8 @@ Where ONNX and MIL differ the ONNX rule is written in IR ops:
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -473,3 +479,69 @@ def reverse_sequence(ctx: Ctx, node: Node) -> list[Value]:
     batch_axis = normalize_axis(ctx, int(ctx.attr("batch_axis", 1)), rank)
     time_axis = normalize_axis(ctx, int(ctx.attr("time_axis", 0)), rank)
     return [ctx.b.reverse_sequence(x=x, lengths=ctx.input(1, INDEX), seq_axis=time_axis, batch_axis=batch_axis)]
+
+
+#: Unique along an axis sorts slices with one stable argsort per element of a slice.
+UNIQUE_MAX_SLICE = 256
+
+
+def _unique_rows(ctx: Ctx, x: Value, axis: int) -> tuple[Value, Value, Value]:
+    """``x`` with ``axis`` first, as [n, m] rows; the stable lexicographic row order (one stable
+    argsort per column, last column first); True where a sorted row starts a new value."""
+    b = ctx.b
+    rank = _rank(ctx, x)
+    shape = x.type.shape
+    if not all(is_static_dim(d) for d in shape):
+        raise ctx.unsupported("Unique along an axis needs a static input shape")
+    m = math.prod(int(d) for k, d in enumerate(shape) if k != axis)
+    if m > UNIQUE_MAX_SLICE:
+        raise ctx.unsupported(f"Unique of slices of {m} elements (at most {UNIQUE_MAX_SLICE})")
+    rows = b.reshape(x=b.transpose(x=x, perm=[axis] + [k for k in range(rank) if k != axis]), shape=[int(shape[axis]), m])
+    order = b.const(np.arange(int(shape[axis]), dtype=np.int32))
+    for col in range(m - 1, -1, -1):
+        key = b.gather(x=b.gather(x=rows, indices=np.int32(col), axis=1), indices=order, axis=0)
+        order = b.gather(x=order, indices=b.argsort(x=key, axis=0, ascending=True), axis=0)
+    ordered = b.gather(x=rows, indices=order, axis=0)
+    later = b.slice_by_index(x=ordered, begin=[1, 0], end=[0, 0], end_mask=[True, True])
+    earlier = b.slice_by_index(x=ordered, begin=[0, 0], end=[-1, 0], begin_mask=[True, True], end_mask=[False, True])
+    differs = b.reduce_max(x=b.cast(x=b.not_equal(x=later, y=earlier), dtype="int32"), axes=[1], keep_dims=False)
+    starts = b.concat(values=[b.const(np.array([True])), b.cast(x=differs, dtype="bool")], axis=0)
+    return rows, order, starts
+
+
+@onnx_op("Unique", versions=(11, 28))
+def unique(ctx: Ctx, node: Node) -> list[Value]:
+    b = ctx.b
+    x = ctx.input(0, NUMERIC)
+    axis = ctx.attr("axis")
+    if axis is None:
+        rows = b.reshape(x=x, shape=[-1])
+        order = b.argsort(x=rows, axis=0, ascending=True)  # stable: equal values keep index order
+        ordered = b.gather(x=rows, indices=order, axis=0)
+        later = b.slice_by_index(x=ordered, begin=[1], end=[0], end_mask=[True])
+        earlier = b.slice_by_index(x=ordered, begin=[0], end=[-1], begin_mask=[True])
+        starts = b.concat(values=[b.const(np.array([True])), b.not_equal(x=later, y=earlier)], axis=0)
+    else:
+        axis = normalize_axis(ctx, int(axis), _rank(ctx, x))
+        rows, order, starts = _unique_rows(ctx, x, axis)
+    pos = b.reshape(x=b.non_zero(x=starts), shape=[-1])  # sorted positions where a value starts
+    first = b.gather(x=order, indices=pos, axis=0)
+    group = b.sub(x=b.cumsum(x=b.cast(x=starts, dtype="int32"), axis=0), y=np.int32(1))
+    inverse = b.scatter(data=b.fill_like(ref_tensor=order, value=np.int32(0)), indices=order, updates=group,
+                        axis=0, mode="update")
+    n = b.slice_by_size(x=b.shape(x=rows), begin=[0], size=[1])
+    counts = b.sub(x=b.concat(values=[b.slice_by_index(x=pos, begin=[1], end=[0], end_mask=[True]), n], axis=0),
+                   y=pos)
+    if not int(ctx.attr("sorted", 1)):
+        by_first = b.argsort(x=first, axis=0, ascending=True)
+        new_group = b.argsort(x=by_first, axis=0, ascending=True)  # the inverse permutation
+        first, inverse = b.gather(x=first, indices=by_first, axis=0), b.gather(x=new_group, indices=inverse, axis=0)
+        counts = b.gather(x=counts, indices=by_first, axis=0)
+    values = b.gather(x=rows, indices=first, axis=0)  # the first occurrence of each value, in output order
+    if axis is not None:
+        shape = [int(d) for d in x.type.shape]
+        rest = [d for k, d in enumerate(shape) if k != axis]
+        values = b.reshape(x=values, shape=[-1] + rest)
+        back = list(range(1, axis + 1)) + [0] + list(range(axis + 1, len(shape)))
+        values = b.transpose(x=values, perm=back)
+    return [values, first, inverse, counts]
