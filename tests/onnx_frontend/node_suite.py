@@ -124,12 +124,14 @@ def all_cases() -> list[Case]:
 
 
 def _plain(x: Any) -> Any:
-    """A test value as a numpy array of a numpy dtype: TensorProtos are read, and ml_dtypes' bf16 /
-    float8 arrays become fp32 (how the dtype policy holds them; their values are exact in fp32)."""
+    """A test value as a numpy array of a numpy dtype: TensorProtos are read, ml_dtypes' bf16 /
+    float8 / float4 arrays become fp32 and int4 / int2 (uint4 / uint2) int8 (uint8), how the dtype
+    policy holds them (their values are exact there)."""
     if isinstance(x, onnx.TensorProto):
         x = numpy_helper.to_array(x)
     if isinstance(x, np.ndarray) and x.dtype.kind == "V":
-        x = x.astype(np.float32)
+        narrow_int = {"int4": np.int8, "int2": np.int8, "uint4": np.uint8, "uint2": np.uint8}
+        x = x.astype(narrow_int.get(x.dtype.name, np.float32))
     return x
 
 

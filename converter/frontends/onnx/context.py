@@ -11,7 +11,8 @@ The IR is MIL's: tensors are fp16/fp32/int32/bool for arithmetic, with int8/uint
   fp64 does not round: results are at least as precise as ONNX's.)
 - float8 / float4 / int4 / uint4 / int2 / uint2 graph inputs and constants are held exactly in
   fp32 / int8 / uint8; a result of those types (a Cast to float8, ...) is refused, since the IR
-  cannot round or saturate to them.
+  cannot round or saturate to them, unless the mapping clipped it to the type's range itself
+  (QuantizeLinear to int4 held in int8: `Ctx.held_in_range`).
 - string and complex tensors are refused.
 - Compile-time constants (initializers, ``Constant``) keep their ONNX numpy array in `Ctx.arrays`
   (so shape/axes/pads parameters are read exactly, int64 included); they become IR ``const`` ops
@@ -142,6 +143,9 @@ class Ctx:
     arrays: dict[str, np.ndarray] = field(default_factory=dict)
     elem_types: dict[str, int] = field(default_factory=dict)
     node: Node | None = None
+    #: Values a mapping has already saturated to the range of a narrow ONNX result type held in a
+    #: wider dtype (int4 in int8, ...; see READ_ONLY_DTYPE): `fit` keeps them instead of refusing.
+    in_range: set[Value] = field(default_factory=set)
 
     # -- operands --------------------------------------------------------------------------------
 
@@ -227,6 +231,8 @@ class Ctx:
         """``v`` as the IR dtype holding ONNX ``elem_type`` (unchanged when unknown or already so)."""
         if elem_type is None:
             return v
+        if v in self.in_range and READ_ONLY_DTYPE.get(elem_type) == v.type.dtype.name:
+            return v
         want = ir_dtype(elem_type, "a value")
         if v.type.dtype.name == want:
             return v
@@ -248,6 +254,12 @@ class Ctx:
             return None
         arr = self.require_const(i, what or f"input {i}")
         return [int(v) for v in np.asarray(arr).reshape(-1)]
+
+    def held_in_range(self, v: Value) -> Value:
+        """Mark ``v`` (already clipped to the range of the node's narrow ONNX output type, e.g.
+        int4 values in an int8 tensor) as an exact result of that type."""
+        self.in_range.add(v)
+        return v
 
     def const(self, val: Any, like: Value | None = None) -> Value:
         """A constant in the dtype of ``like`` when given (Python literals: fp32 / int32)."""

@@ -6,10 +6,14 @@ from . import ops_activation
 from . import ops_attention
 from . import ops_conv
 from . import ops_elementwise
+from . import ops_indexing
 from . import ops_linalg
+from . import ops_loss
+from . import ops_misc
 from . import ops_norm
 from . import ops_normalize
 from . import ops_pool
+from . import ops_quant
 from . import ops_recurrent
 from . import ops_reduce
 from . import ops_resize
