@@ -1,3 +1,8 @@
 """The op families: importing this module fills the registry (one line per ``ops_<family>`` module)."""
 
-from . import ops_activation, ops_elementwise, ops_tensor  # noqa: F401
+from . import (  # noqa: F401
+    ops_activation,
+    ops_bitwise,
+    ops_elementwise,
+    ops_tensor,
+)
