@@ -3,6 +3,7 @@
 from . import (  # noqa: F401
     ops_activation,
     ops_bitwise,
+    ops_control,
     ops_elementwise,
     ops_tensor,
 )

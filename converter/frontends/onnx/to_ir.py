@@ -85,13 +85,19 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
     return nodes
 
 
-def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _elem_types(g: onnx.GraphProto, out: dict[str, int] | None = None) -> dict[str, int]:
+    """ONNX name -> element type, for the graph and (recursively) the subgraphs of its nodes
+    (control flow; ONNX names do not shadow outer ones)."""
+    out = {} if out is None else out
     for vi in (*g.input, *g.value_info, *g.output):
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            out[vi.name] = vi.type.tensor_type.elem_type
+            out.setdefault(vi.name, vi.type.tensor_type.elem_type)
     for t in g.initializer:
-        out[t.name] = t.data_type
+        out.setdefault(t.name, t.data_type)
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs):
+                _elem_types(sub, out)
     return out
 
 
