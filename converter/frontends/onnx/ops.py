@@ -5,5 +5,6 @@ from . import (  # noqa: F401
     ops_bitwise,
     ops_control,
     ops_elementwise,
+    ops_signal,
     ops_tensor,
 )
