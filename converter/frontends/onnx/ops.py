@@ -5,6 +5,7 @@ from . import (  # noqa: F401
     ops_bitwise,
     ops_control,
     ops_elementwise,
+    ops_random,
     ops_signal,
     ops_tensor,
 )
