@@ -6,6 +6,7 @@ from . import (  # noqa: F401
     ops_control,
     ops_elementwise,
     ops_random,
+    ops_sequence,
     ops_signal,
     ops_tensor,
 )

@@ -33,7 +33,7 @@ from ...ir.builder import Builder
 from ...ir.core import Block, Value
 from ...ir.ops.control_flow import merge_types
 from ...ir.types import TensorType, Type, bool_, int32, is_static_dim
-from .context import Ctx, Node, normalize_axis
+from .context import Ctx, Node, narrow, normalize_axis
 from .model_file import tensor_array
 from .registry import onnx_op
 
@@ -83,9 +83,10 @@ def _own(b: Builder, v: Value | np.ndarray, ctx: Ctx) -> Value:
     """``v`` as a value produced inside ``b``'s block (block outputs are then always the block's own:
     an outer value or a block input passes through an identity, a constant becomes a const)."""
     if isinstance(v, np.ndarray):
-        from .context import narrow
-
         return b.const(narrow(v, "a subgraph output"))
+    if not isinstance(v, Value):  # a conversion-time sequence / optional (ops_sequence)
+        raise ctx.unsupported("a sequence or optional value crossing a control-flow block at run time "
+                              "(IR lists are not used for ONNX sequences)")
     if v.producer is not None and v.producer.block is b.block:
         return v
     return b.identity(x=v)
@@ -211,6 +212,8 @@ def loop(ctx: Ctx, node: Node) -> list[Value]:
     limit = _trip_limit(ctx)
     cond0 = _scalar(b, ctx.input(1, ("bool",))) if ctx.has(1) else b.const(np.bool_(True))
     carried0 = [ctx.input(2 + k) for k in range(n_carried)]
+    if not all(isinstance(v, Value) for v in carried0):
+        raise ctx.unsupported("a loop-carried sequence or optional value (IR lists are not used for ONNX sequences)")
     names = [i.name for i in body.input]
 
     def run_body(nb: Builder, i: Value, c: Value, *carried: Value) -> list[Value]:
@@ -264,6 +267,8 @@ def scan(ctx: Ctx, node: Node) -> list[Value]:
     b = ctx.b
     states0 = [ctx.input(k) for k in range(n_state)]
     xs = [ctx.input(n_state + j) for j in range(m)]
+    if not all(isinstance(v, Value) for v in states0 + xs):
+        raise ctx.unsupported("a sequence or optional scan state or input")
     in_axes = [normalize_axis(ctx, a, ctx.rank(x)) for a, x in zip(_axes(ctx, "scan_input_axes", m), xs)]
     in_rev = _axes(ctx, "scan_input_directions", m)
     out_axes = _axes(ctx, "scan_output_axes", n_scan_out)

@@ -196,6 +196,9 @@ def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: d
         if o.name in unavailable:
             raise UnsupportedError(f"graph output '{o.name}': {unavailable[o.name]}", file=ctx.file)
         v = ctx.value(o.name)
+        if not isinstance(v, Value):  # a sequence / optional held at conversion time (ops_sequence)
+            raise UnsupportedError(f"graph output '{o.name}' is a {o.type.WhichOneof('value') or 'non-tensor value'}; "
+                                   "Core ML programs return tensors", file=ctx.file)
         if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
             v = ctx.fit(v, o.type.tensor_type.elem_type)
         counts[v] += 1
