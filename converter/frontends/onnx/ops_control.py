@@ -56,6 +56,21 @@ def child_ctx(ctx: Ctx, b: Builder, bindings: dict[str, Value]) -> Ctx:
                arrays=ChainMap({}, ctx.arrays), elem_types=ctx.elem_types)  # type: ignore[arg-type]
 
 
+def with_outer_inputs(graph: onnx.GraphProto) -> onnx.GraphProto:
+    """``graph``, or a copy of it declaring as inputs the outer-scope names its nodes read (so the
+    driver's checks of a graph, which take every name a node reads to be defined in the graph,
+    apply to a subgraph unchanged)."""
+    defined = {vi.name for vi in graph.input} | {t.name for t in graph.initializer}
+    defined.update(o for n in graph.node for o in n.output)
+    outer = dict.fromkeys(name for n in graph.node for name in n.input if name and name not in defined)
+    if not outer:
+        return graph
+    g = onnx.GraphProto()
+    g.CopyFrom(graph)
+    g.input.extend(onnx.ValueInfoProto(name=name) for name in outer)
+    return g
+
+
 def convert_graph(ctx: Ctx, graph: onnx.GraphProto, b: Builder, bindings: dict[str, Value]) -> list[Value | np.ndarray]:
     """Map the nodes of ``graph`` with ``b`` (its inputs bound to ``bindings``); its outputs, as IR
     values or (for values known at conversion time) numpy arrays."""
@@ -64,7 +79,7 @@ def convert_graph(ctx: Ctx, graph: onnx.GraphProto, b: Builder, bindings: dict[s
     sub = child_ctx(ctx, b, bindings)
     for t in graph.initializer:
         sub.arrays[t.name] = tensor_array(t, ctx.source)
-    nodes = check_supported(graph, default_opset(ctx.source), ctx.file or "<model>")
+    nodes = check_supported(with_outer_inputs(graph), default_opset(ctx.source), ctx.file or "<model>")
     unavailable: dict[str, str] = {}
     for node in nodes:
         _map_node(sub, node, unavailable)
