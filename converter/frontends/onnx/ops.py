@@ -1,12 +1,12 @@
-"""The op families: importing this module fills the registry (one line per ``ops_<family>`` module)."""
+"""The op families: importing this module fills the registry (one line per ``ops_<family>`` module,
+so families added in parallel do not conflict)."""
 
-from . import (  # noqa: F401
-    ops_activation,
-    ops_bitwise,
-    ops_control,
-    ops_elementwise,
-    ops_random,
-    ops_sequence,
-    ops_signal,
-    ops_tensor,
-)
+# ruff: noqa: F401, I001
+from . import ops_activation
+from . import ops_bitwise
+from . import ops_control
+from . import ops_elementwise
+from . import ops_random
+from . import ops_sequence
+from . import ops_signal
+from . import ops_tensor
