@@ -203,3 +203,36 @@ def test_unsupported_op_inside_a_subgraph_is_named():
                    [_vi("c", T.BOOL, []), _vi("x", F, [2, 2])], [_vi("y", F, [])])
     with pytest.raises(UnsupportedError, match="Det"):
         load_onnx(model)
+
+
+def _bad_models():
+    then_g = h.make_graph([h.make_node("Neg", ["x"], ["t"])], "then", [], [_vi("t", F, [2])])
+    two = h.make_graph([h.make_node("Neg", ["x"], ["e"]), h.make_node("Relu", ["x"], ["e2"])], "else", [],
+                       [_vi("e", F, [2]), _vi("e2", F, [2])])
+    yield "branch output counts", _model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=two)],
+                                         [_vi("c", T.BOOL, []), _vi("x", F, [2])], [_vi("y", F, [2])])
+    int_g = h.make_graph([h.make_node("Cast", ["x"], ["e"], to=T.INT32)], "else", [], [_vi("e", T.INT32, [2])])
+    yield "branch dtypes", _model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=int_g)],
+                                  [_vi("c", T.BOOL, []), _vi("x", F, [2])], [_vi("y", F, [2])])
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"])], "body",
+                        [_vi("i", T.INT64, []), _vi("c_in", T.BOOL, [])], [_vi("c_out", T.BOOL, [])])
+    yield "loop body arity", _model([h.make_node("Loop", ["M", "", "x"], ["y"], body=body)],
+                                    [_vi("M", T.INT64, []), _vi("x", F, [2])], [_vi("y", F, [2])])
+    cast_body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("Cast", ["v"], ["v2"], to=T.INT32)],
+                             "body", [_vi("i", T.INT64, []), _vi("c_in", T.BOOL, []), _vi("v", F, [2])],
+                             [_vi("c_out", T.BOOL, []), _vi("v2", T.INT32, [2])])
+    yield "carried dtype change", _model([h.make_node("Loop", ["M", "", "x"], ["y"], body=cast_body)],
+                                         [_vi("M", T.INT64, []), _vi("x", F, [2])], [_vi("y", F, [2])])
+    scan_body = h.make_graph([h.make_node("Add", ["s", "x_t"], ["s2"])], "body", [_vi("s", F, [2]), _vi("x_t", F, [2])],
+                             [_vi("s2", F, [2])])
+    yield "scan without num_scan_inputs", _model([h.make_node("Scan", ["s0", "x"], ["s"], body=scan_body)],
+                                                 [_vi("s0", F, [2]), _vi("x", F, [3, 2])], [_vi("s", F, [2])])
+
+
+@pytest.mark.parametrize("what,model", list(_bad_models()), ids=[w for w, _ in _bad_models()])
+def test_malformed_control_flow_is_a_clear_error(what, model):
+    from converter.errors import FormatError
+
+    with pytest.raises((FormatError, UnsupportedError)) as e:
+        load_onnx(model)
+    print(what, "->", e.value)
