@@ -236,3 +236,26 @@ def test_malformed_control_flow_is_a_clear_error(what, model):
     with pytest.raises((FormatError, UnsupportedError)) as e:
         load_onnx(model)
     print(what, "->", e.value)
+
+
+def test_coremltools_loads_the_written_loop_scan_and_if_programs(tmp_path):
+    """coremltools' MIL loader (which re-runs its own type inference on every op, nested blocks
+    and lists included) accepts the .mlpackages written from If / Loop (scan outputs) / Scan."""
+    from tests.mil.helpers import CoremltoolsLoader
+
+    loader = CoremltoolsLoader()
+    loop = _model([h.make_node("Loop", ["M", "", "acc0", "v0"], ["acc", "v", "scan"], body=_loop_body(early_exit=False))],
+                  [_vi("M", T.INT64, [1])] + _OUTER, [_vi("acc", F, [1]), _vi("v", F, [2]), _vi("scan", F, None)], opset=17)
+    body = h.make_graph([h.make_node("Add", ["s_in", "x_t"], ["s_out"]), h.make_node("Mul", ["s_out", "x_t"], ["y_t"])],
+                        "body", [_vi("s_in", F, [3]), _vi("x_t", F, [3])], [_vi("s_out", F, [3]), _vi("y_t", F, [3])])
+    scan = _model([h.make_node("Scan", ["s0", "x"], ["s", "y"], body=body, num_scan_inputs=1,
+                               scan_input_directions=[1], scan_output_axes=[1])],
+                  [_vi("s0", F, [3]), _vi("x", F, [4, 3])], [_vi("s", F, [3]), _vi("y", F, None)], opset=17)
+    for k, model in enumerate((_if_model(), loop, scan)):
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            path = converter.save(load_onnx(model), tmp_path / f"m{k}.mlpackage")
+        ops = loader.op_types(loader.load(path))
+        assert ops & {"cond", "while_loop"}, ops
+        if k:
+            assert {"while_loop", "make_list", "list_write", "list_gather"} <= ops, ops
