@@ -118,17 +118,73 @@ def test_optional_chain():
     _check(model, {"a": A})
 
 
-def test_sequence_graph_output_and_loop_carried_sequence_are_refused():
+def test_sequence_graph_output_is_refused():
     model = _model([h.make_node("SequenceConstruct", ["a"], ["s"])], ABC[:1],
                    [h.make_value_info("s", h.make_sequence_type_proto(h.make_tensor_type_proto(F, [2, 3])))])
     with pytest.raises(UnsupportedError, match="graph output 's' is a sequence_type"):
         load_onnx(model)
-    seq_t = h.make_sequence_type_proto(h.make_tensor_type_proto(F, None))
-    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("SequenceInsert", ["s_in", "a"], ["s_out"])],
-                        "body", [_vi("i", T.INT64, []), _vi("c_in", T.BOOL, []), h.make_value_info("s_in", seq_t)],
-                        [_vi("c_out", T.BOOL, []), h.make_value_info("s_out", seq_t)])
-    nodes = [h.make_node("SequenceEmpty", [], ["s0"]), h.make_node("Loop", ["M", "", "s0"], ["s"], body=body),
+
+
+SEQ_T = h.make_sequence_type_proto(h.make_tensor_type_proto(F, None))
+
+
+def _appending_loop(init_nodes, init_name):
+    """s = init; for i in range(M): s.append(a * (i + len(s))); then concat/stack/len/last of s."""
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("SequenceLength", ["s_in"], ["n"]),
+                         h.make_node("Add", ["i", "n"], ["k"]), h.make_node("Cast", ["k"], ["kf"], to=F),
+                         h.make_node("Mul", ["a", "kf"], ["item"]), h.make_node("SequenceInsert", ["s_in", "item"], ["s_out"])],
+                        "body", [_vi("i", T.INT64, []), _vi("c_in", T.BOOL, []), h.make_value_info("s_in", SEQ_T)],
+                        [_vi("c_out", T.BOOL, []), h.make_value_info("s_out", SEQ_T)])
+    nodes = init_nodes + [h.make_node("Loop", ["M", "", init_name], ["s"], body=body),
+                          h.make_node("ConcatFromSequence", ["s"], ["cat"], axis=1),
+                          h.make_node("ConcatFromSequence", ["s"], ["stk"], axis=0, new_axis=1),
+                          h.make_node("SequenceLength", ["s"], ["n_out"]),
+                          h.make_node("SequenceAt", ["s", "last"], ["y_last"])]
+    return _model(nodes, ABC[:1] + [_vi("M", T.INT64, [])],
+                  [_vi("cat", F, None), _vi("stk", F, None), _vi("n_out", T.INT64, []), _vi("y_last", F, None)],
+                  [("last", np.array(-1, np.int64))])
+
+
+@pytest.mark.parametrize("init", ["empty", "construct"])
+@pytest.mark.parametrize("trips", [1, 4])
+def test_loop_carried_sequence_appended_to_and_read_after(init, trips, tmp_path):
+    if init == "empty":
+        model = _appending_loop([h.make_node("SequenceEmpty", [], ["s0"], dtype=F)], "s0")
+    else:
+        model = _appending_loop([h.make_node("Neg", ["a"], ["na"]), h.make_node("SequenceConstruct", ["na", "a"], ["s0"])],
+                                "s0")
+    prog = load_onnx(model)
+    assert any(op.type == "make_list" for op in prog.functions["main"].block.ops)
+    _check(model, {"a": A, "M": np.array(trips, np.int64)})
+
+
+def test_run_time_sequence_insert_at_a_position_is_refused():
+    body = h.make_graph([h.make_node("Identity", ["c_in"], ["c_out"]), h.make_node("SequenceInsert", ["s_in", "a", "z"], ["s_out"])],
+                        "body", [_vi("i", T.INT64, []), _vi("c_in", T.BOOL, []), h.make_value_info("s_in", SEQ_T)],
+                        [_vi("c_out", T.BOOL, []), h.make_value_info("s_out", SEQ_T)])
+    nodes = [h.make_node("SequenceEmpty", [], ["s0"], dtype=F), h.make_node("Loop", ["M", "", "s0"], ["s"], body=body),
              h.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)]
-    model = _model(nodes, ABC[:1] + [_vi("M", T.INT64, [])], [_vi("y", F, None)])
-    with pytest.raises(UnsupportedError, match="loop-carried sequence"):
+    model = _model(nodes, ABC[:1] + [_vi("M", T.INT64, [])], [_vi("y", F, None)], [("z", np.array(0, np.int64))])
+    with pytest.raises(UnsupportedError, match="appending is supported"):
         load_onnx(model)
+
+
+def test_loop_carried_sequence_survives_the_mil_round_trip_and_coremltools_loads_it(tmp_path):
+    import warnings
+
+    import converter
+    from tests.mil.helpers import CoremltoolsLoader
+
+    model = _appending_loop([h.make_node("SequenceEmpty", [], ["s0"], dtype=F)], "s0")
+    model.graph.input[1].CopyFrom(_vi("M", T.INT64, [1]))  # Core ML inputs have rank >= 1
+    feeds = {"a": A, "M": np.array([3], np.int64)}
+    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        path = converter.save(load_onnx(model), tmp_path / "seq.mlpackage")
+    got = run(converter.load(path), feeds)
+    for o, w in zip(model.graph.output, want):
+        np.testing.assert_allclose(np.asarray(got[o.name]).astype(np.float64), w.astype(np.float64), rtol=1e-6)
+    loader = CoremltoolsLoader()
+    assert {"while_loop", "make_list", "list_write", "list_length", "list_gather", "list_read"} <= loader.op_types(
+        loader.load(path))

@@ -18,13 +18,16 @@ onnx's shape inference of the whole model (to_ir collects them from every subgra
 
 A carried value whose shape changes between iterations (a growing tensor) gets symbolic dims: the
 body is built once on the initial types to learn what it returns, then on the merged types. A
-carried value that changes dtype, or a sequence / optional carried value, is refused.
+carried value that changes dtype, or an optional carried value, is refused. A carried sequence
+becomes an IR list (ops_sequence.ListSequence) whose element type is learnt by converting the
+body once on the conversion-time sequence; the body may append to it, read and measure it.
 """
 
 from __future__ import annotations
 
 from collections import ChainMap
 from collections.abc import Callable, Sequence
+from typing import Any
 
 import numpy as np
 import onnx
@@ -32,9 +35,11 @@ import onnx
 from ...ir.builder import Builder
 from ...ir.core import Block, Value
 from ...ir.ops.control_flow import merge_types
-from ...ir.types import TensorType, Type, bool_, int32, is_static_dim
+from ...ir.types import TensorType, Type, bool_, int32, is_static_dim, type_of_array
 from .context import Ctx, Node, narrow, normalize_axis
 from .model_file import tensor_array
+from .ops_sequence import ListSequence, OptionalValue, operand, tensor
+from .ops_sequence import Sequence as OnnxSequence
 from .registry import onnx_op
 
 _INT32_MAX = int(np.iinfo(np.int32).max)
@@ -226,17 +231,22 @@ def loop(ctx: Ctx, node: Node) -> list[Value]:
     b = ctx.b
     limit = _trip_limit(ctx)
     cond0 = _scalar(b, ctx.input(1, ("bool",))) if ctx.has(1) else b.const(np.bool_(True))
-    carried0 = [ctx.input(2 + k) for k in range(n_carried)]
-    if not all(isinstance(v, Value) for v in carried0):
-        raise ctx.unsupported("a loop-carried sequence or optional value (IR lists are not used for ONNX sequences)")
+    raw0 = [operand(ctx, 2 + k) for k in range(n_carried)]
+    if any(isinstance(v, OptionalValue) or v is None for v in raw0):
+        raise ctx.unsupported("a loop-carried optional value")
+    seqs = {k for k, v in enumerate(raw0) if isinstance(v, (OnnxSequence, ListSequence))}
     names = [i.name for i in body.input]
+    elems = _carried_sequence_types(ctx, body, raw0, seqs) if seqs else {}
+    carried0 = [_as_list(ctx, raw0[k], elems[k]) if k in seqs else ctx.input(2 + k) for k in range(n_carried)]
 
     def run_body(nb: Builder, i: Value, c: Value, *carried: Value) -> list[Value]:
-        outs = convert_graph(ctx, body, nb, dict(zip(names, (i, c, *carried))))
+        bound = [ListSequence(v) if k in seqs else v for k, v in enumerate(carried)]
+        outs = convert_graph(ctx, body, nb, dict(zip(names, (i, c, *bound))))
         cond_out = _scalar(nb, _own(nb, outs[0], ctx))
         if cond_out.type.dtype.name != "bool":
             cond_out = nb.cast(x=cond_out, dtype="bool")
-        return [nb.add(x=i, y=np.int32(1)), cond_out, *(_own(nb, v, ctx) for v in outs[1:])]
+        rest = [_unwrap_list(ctx, v) if k in seqs else v for k, v in enumerate(outs[1:])]
+        return [nb.add(x=i, y=np.int32(1)), cond_out, *(_own(nb, v, ctx) for v in rest)]
 
     fixed = [TensorType(int32, ()), TensorType(bool_, ())]
     types, scan_elems = _loop_body_types(ctx, b, fixed + [v.type for v in carried0], 2, run_body)
@@ -256,7 +266,62 @@ def loop(ctx: Ctx, node: Node) -> list[Value]:
 
     init = [b.const(np.int32(0)), cond0, *carried0, *lists0]
     outs = _while_loop(b, init, types + [ls.type for ls in lists0], cond_fn, body_fn)
-    return list(outs[2:n_vars]) + [_stack(ctx, ls) for ls in outs[n_vars:n_vars + n_scan]]
+    finals = [ListSequence(v) if k in seqs else v for k, v in enumerate(outs[2:n_vars])]
+    return finals + [_stack(ctx, ls) for ls in outs[n_vars:n_vars + n_scan]]
+
+
+def _carried_sequence_types(ctx: Ctx, body: onnx.GraphProto, raw0: list[Any], seqs: set[int]) -> dict[int, TensorType]:
+    """The element type of each loop-carried sequence: the body is converted once (in a discarded
+    block) with the initial sequences as they are, and the elements it and they hold are merged."""
+    b = ctx.b
+    blk = Block()
+    args = [blk.new_input(b.names.unique("seq_probe_i"), TensorType(int32, ())),
+            blk.new_input(b.names.unique("seq_probe_c"), TensorType(bool_, ()))]
+    for k, v in enumerate(raw0):
+        args.append(v if k in seqs else blk.new_input(b.names.unique(f"seq_probe_{k}"), v.type))
+    try:
+        outs = convert_graph(ctx, body, b.nested(blk), dict(zip((i.name for i in body.input), args)))
+        found: dict[int, TensorType] = {}
+        for k in sorted(seqs):
+            types = []
+            for s in (raw0[k], outs[1 + k]):
+                if isinstance(s, ListSequence):
+                    types.append(s.ls.type.elem)
+                elif isinstance(s, OnnxSequence):
+                    types += [e.type if isinstance(e, Value) else type_of_array(narrow(e, "an element"))
+                              for e in s.items]
+                else:
+                    raise ctx.unsupported(f"loop-carried value {k} is a sequence on entry but not on exit")
+            if not types:
+                raise ctx.unsupported(f"loop-carried sequence {k} never holds an element (its type is unknown)")
+            merged: Type | None = types[0]
+            for t in types[1:]:
+                merged = merge_types(merged, t) if merged is not None else None
+            if not isinstance(merged, TensorType) or merged.shape is None:
+                raise ctx.unsupported(f"loop-carried sequence {k} holds elements of different dtypes or ranks")
+            found[k] = merged
+        return found
+    finally:
+        _discard(blk)
+
+
+def _as_list(ctx: Ctx, seq: Any, elem: TensorType) -> Value:
+    """A sequence as an IR list of ``elem`` elements (a conversion-time one written element by element)."""
+    if isinstance(seq, ListSequence):
+        return seq.ls
+    ls = _empty_list(ctx, elem)
+    for j, e in enumerate(seq.items):
+        v = tensor(ctx, e)
+        if v.type.dtype != elem.dtype:
+            v = ctx.b.cast(x=v, dtype=elem.dtype.name)
+        ls = ctx.b.list_write(ls=ls, index=np.int32(j), value=v)
+    return ls
+
+
+def _unwrap_list(ctx: Ctx, v: Any) -> Value:
+    if not isinstance(v, ListSequence):
+        raise ctx.unsupported("a loop-carried sequence the body replaces (rather than appends to)")
+    return v.ls
 
 
 # -- Scan --------------------------------------------------------------------------------------------

@@ -7,11 +7,16 @@ SplitToSequence, ConcatFromSequence and SequenceMap (its body converted once per
 nothing at run time and elements may differ in shape, as ONNX allows. An ``Optional`` is an
 `OptionalValue` (its element, or None for an empty optional), so OptionalHasElement is a constant.
 
+A sequence carried through a ``Loop`` becomes a `ListSequence`, an IR list (MIL's TensorArray)
+of one element type (ops_control learns it by converting the body once on the conversion-time
+sequence): appended to (SequenceInsert without a position), read (SequenceAt), measured
+(SequenceLength) and concatenated (ConcatFromSequence) at run time.
+
 What this cannot hold is refused: a sequence or optional graph input or output (Core ML programs
-take and return tensors), a sequence position known only at run time when the elements differ
-in shape (equal shapes: stacked and gathered at run time), and a sequence carried through a Loop
-or returned by an If whose condition is only known at run time (the IR's lists would need one
-element type and a run-time length; not implemented).
+take and return tensors), a run-time position into a conversion-time sequence whose elements
+differ in shape (equal shapes: stacked and gathered at run time), insertion at a position or
+erasure in a run-time sequence, and a sequence returned by an If whose condition is only known
+at run time.
 """
 
 from __future__ import annotations
@@ -38,6 +43,14 @@ class Sequence:
 
 
 @dataclass(eq=False)
+class ListSequence:
+    """An ONNX sequence held in an IR list at run time (carried through a Loop; see ops_control):
+    appended to, read, measured and concatenated with the IR's list ops."""
+
+    ls: Value
+
+
+@dataclass(eq=False)
 class OptionalValue:
     """An ONNX optional: its element (tensor or `Sequence`), or None when empty."""
 
@@ -57,13 +70,25 @@ def operand(ctx: Ctx, i: int) -> Element | Sequence | OptionalValue | None:
     return ctx.value(name)
 
 
-def sequence_input(ctx: Ctx, i: int) -> Sequence:
+def sequence_input(ctx: Ctx, i: int, *, run_time: bool = False) -> Sequence | ListSequence:
+    """Input ``i`` as a sequence; a run-time (IR list) sequence only where ``run_time``."""
     got = operand(ctx, i)
     if isinstance(got, OptionalValue):
         got = got.value
-    if not isinstance(got, Sequence):
+    if isinstance(got, ListSequence) and not run_time:
+        raise ctx.unsupported(f"{ctx.node.op_type} on a sequence held at run time (carried through a Loop)")
+    if not isinstance(got, (Sequence, ListSequence)):
         raise ctx.unsupported(f"input {i} is not a sequence known at conversion time")
     return got
+
+
+def _scalar_index(ctx: Ctx, i: int, length: Value) -> Value:
+    """Run-time position input ``i`` as an int32 scalar in [0, length) (negative counts from the end)."""
+    b = ctx.b
+    p = ctx.input(i, ("int32",))
+    if p.type.shape != ():
+        p = b.reshape(x=p, shape=np.zeros(0, np.int32))
+    return b.select(cond=b.less(x=p, y=np.int32(0)), a=b.add(x=p, y=length), b=p)
 
 
 def tensor(ctx: Ctx, e: Element) -> Value:
@@ -92,17 +117,26 @@ def sequence_empty(ctx: Ctx, node: Node) -> list[Sequence]:
 @onnx_op("SequenceConstruct", versions=(11, 28))
 def sequence_construct(ctx: Ctx, node: Node) -> list[Sequence]:
     items = [operand(ctx, i) for i in range(len(node.inputs))]
-    if any(isinstance(x, (Sequence, OptionalValue)) or x is None for x in items):
+    if any(is_held(x) or x is None for x in items):
         raise ctx.format_error("the inputs must be tensors")
     return [Sequence(items, ctx.input_elem_type(0) if items else None)]  # type: ignore[arg-type]
 
 
 @onnx_op("SequenceInsert", versions=(11, 28))
-def sequence_insert(ctx: Ctx, node: Node) -> list[Sequence]:
-    seq = sequence_input(ctx, 0)
+def sequence_insert(ctx: Ctx, node: Node) -> list[Sequence | ListSequence]:
+    seq = sequence_input(ctx, 0, run_time=True)
     item = operand(ctx, 1)
-    if isinstance(item, (Sequence, OptionalValue)) or item is None:
+    if is_held(item) or item is None:
         raise ctx.format_error("the inserted value must be a tensor")
+    if isinstance(seq, ListSequence):
+        if ctx.has(2):
+            raise ctx.unsupported("inserting at a position into a sequence held at run time (appending is supported)")
+        b = ctx.b
+        value = tensor(ctx, item)  # type: ignore[arg-type]
+        want = seq.ls.type.elem.dtype.name
+        if value.type.dtype.name != want:
+            value = b.cast(x=value, dtype=want)
+        return [ListSequence(b.list_write(ls=seq.ls, index=b.list_length(ls=seq.ls), value=value))]
     pos = _position(ctx, 2, len(seq.items), len(seq.items), inclusive_end=True)
     return [Sequence(seq.items[:pos] + [item] + seq.items[pos:], seq.elem_type)]
 
@@ -117,13 +151,19 @@ def sequence_erase(ctx: Ctx, node: Node) -> list[Sequence]:
 
 
 @onnx_op("SequenceLength", versions=(11, 28))
-def sequence_length(ctx: Ctx, node: Node) -> list[np.ndarray]:
-    return [np.asarray(len(sequence_input(ctx, 0).items), np.int64)]
+def sequence_length(ctx: Ctx, node: Node) -> list[np.ndarray | Value]:
+    seq = sequence_input(ctx, 0, run_time=True)
+    if isinstance(seq, ListSequence):
+        return [ctx.b.list_length(ls=seq.ls)]
+    return [np.asarray(len(seq.items), np.int64)]
 
 
 @onnx_op("SequenceAt", versions=(11, 28))
 def sequence_at(ctx: Ctx, node: Node) -> list[Element]:
-    seq = sequence_input(ctx, 0)
+    seq = sequence_input(ctx, 0, run_time=True)
+    if isinstance(seq, ListSequence):
+        b = ctx.b
+        return [b.list_read(ls=seq.ls, index=_scalar_index(ctx, 1, b.list_length(ls=seq.ls)))]
     n = len(seq.items)
     if n == 0:
         raise ctx.format_error("reading from an empty sequence")
@@ -132,12 +172,8 @@ def sequence_at(ctx: Ctx, node: Node) -> list[Element]:
     elems = [tensor(ctx, e) for e in seq.items]
     if len({e.type for e in elems}) != 1 or any(not is_static_dim(d) for d in elems[0].type.shape or (None,)):
         raise ctx.unsupported("a run-time position into a sequence whose elements differ in type or shape")
-    b = ctx.b
-    p = ctx.input(1, ("int32",))
-    if p.type.shape != ():
-        p = b.reshape(x=p, shape=np.zeros(0, np.int32))
-    p = b.select(cond=b.less(x=p, y=np.int32(0)), a=b.add(x=p, y=np.int32(n)), b=p)
-    return [b.gather(x=b.stack(values=tuple(elems), axis=0), indices=p, axis=0)]
+    p = _scalar_index(ctx, 1, ctx.b.const(np.int32(n)))
+    return [ctx.b.gather(x=ctx.b.stack(values=tuple(elems), axis=0), indices=p, axis=0)]
 
 
 def _slice_axis(ctx: Ctx, x: Value, axis: int, begin: int | Value, end: int | Value) -> Value:
@@ -202,7 +238,9 @@ def split_to_sequence(ctx: Ctx, node: Node) -> list[Sequence]:
 
 @onnx_op("ConcatFromSequence", versions=(11, 28))
 def concat_from_sequence(ctx: Ctx, node: Node) -> list[Value]:
-    seq = sequence_input(ctx, 0)
+    seq = sequence_input(ctx, 0, run_time=True)
+    if isinstance(seq, ListSequence):
+        return [_concat_list(ctx, seq.ls, int(ctx.attr("new_axis", 0)), int(ctx.required_attr("axis")))]
     if not seq.items:
         raise ctx.unsupported("concatenating an empty sequence (its shape is unknown)")
     elems = [tensor(ctx, e) for e in seq.items]
@@ -216,6 +254,34 @@ def concat_from_sequence(ctx: Ctx, node: Node) -> list[Value]:
     return [ctx.b.concat(values=tuple(elems), axis=axis)]
 
 
+def _concat_list(ctx: Ctx, ls: Value, new_axis: int, axis: int) -> Value:
+    """The elements of IR list ``ls`` stacked on a new ``axis`` (``new_axis``) or concatenated along
+    ``axis``: list_gather stacks them on axis 0, a transpose moves that axis, and for a concat a
+    reshape merges it into the next one (sizes read at run time)."""
+    b = ctx.b
+    elem = ls.type.elem
+    if elem.shape is None:
+        raise ctx.unsupported("concatenating a run-time sequence of elements of unknown rank")
+    rank = len(elem.shape)
+    axis = normalize_axis(ctx, axis, rank + 1 if new_axis else rank)
+    n = b.list_length(ls=ls)
+    stacked = b.list_gather(ls=ls, indices=b.range_1d(start=np.int32(0), end=n, step=np.int32(1)))
+    perm = list(range(1, axis + 1)) + [0] + list(range(axis + 1, rank + 1))
+    moved = b.transpose(x=stacked, perm=perm) if axis else stacked
+    if new_axis:
+        return moved
+    shape = b.shape(x=moved)  # [d0 .. d_{axis-1}, n, d_axis, ...]: merge n with d_axis
+    parts = []
+    if axis:
+        parts.append(b.slice_by_index(x=shape, begin=[0], end=[axis]))
+    parts.append(b.reshape(x=b.mul(x=b.gather(x=shape, indices=np.int32(axis), axis=0),
+                                   y=b.gather(x=shape, indices=np.int32(axis + 1), axis=0)), shape=[1]))
+    if axis + 2 <= rank:
+        parts.append(b.slice_by_index(x=shape, begin=[axis + 2], end=[0], end_mask=[True]))
+    target = parts[0] if len(parts) == 1 else b.concat(values=tuple(parts), axis=0)
+    return b.reshape(x=moved, shape=target)
+
+
 @onnx_op("SequenceMap", versions=(17, 28))
 def sequence_map(ctx: Ctx, node: Node) -> list[Sequence]:
     """The body converted once per element (sequences of equal length; tensors shared by all)."""
@@ -223,6 +289,8 @@ def sequence_map(ctx: Ctx, node: Node) -> list[Sequence]:
 
     body = subgraph(ctx, "body")
     args = [operand(ctx, i) for i in range(len(node.inputs))]
+    if any(isinstance(a, ListSequence) for a in args):
+        raise ctx.unsupported("SequenceMap over a sequence held at run time (carried through a Loop)")
     lengths = {len(a.items) for a in args if isinstance(a, Sequence)}
     if len(lengths) != 1 or not isinstance(args[0], Sequence):
         raise ctx.format_error("the first input must be a sequence and all sequences must have the same length")
@@ -233,7 +301,7 @@ def sequence_map(ctx: Ctx, node: Node) -> list[Sequence]:
         bound = {}
         for vi, a in zip(body.input, args):
             e = a.items[k] if isinstance(a, Sequence) else a
-            if isinstance(e, (Sequence, OptionalValue)) or e is None:
+            if is_held(e) or e is None:
                 raise ctx.unsupported("a nested sequence or optional input")
             bound[vi.name] = tensor(ctx, e)
         for acc, v in zip(outs, convert_graph(ctx, body, ctx.b, bound)):
@@ -266,8 +334,8 @@ def optional_get_element(ctx: Ctx, node: Node) -> list[Element | Sequence]:
 
 
 def is_held(v: object) -> bool:
-    """True for the conversion-time containers of this module (not tensors)."""
-    return isinstance(v, (Sequence, OptionalValue))
+    """True for the containers of this module (not tensors)."""
+    return isinstance(v, (Sequence, ListSequence, OptionalValue))
 
 
-__all__ = ["OptionalValue", "Sequence", "is_held", "operand", "sequence_input", "tensor"]
+__all__ = ["ListSequence", "OptionalValue", "Sequence", "is_held", "operand", "sequence_input", "tensor"]
