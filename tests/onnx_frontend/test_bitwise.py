@@ -12,7 +12,8 @@ import pytest
 from onnx import helper as h
 
 from converter.frontends.onnx import load_onnx
-from converter.ir.interpreter import run
+
+from .feeding import run_program as run
 
 I32 = np.iinfo(np.int32)
 

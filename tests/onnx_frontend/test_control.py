@@ -16,7 +16,8 @@ from onnx import helper as h
 import converter
 from converter.errors import UnsupportedError
 from converter.frontends.onnx import load_onnx
-from converter.ir.interpreter import run
+
+from .feeding import run_program as run
 
 F = T.FLOAT
 
@@ -197,11 +198,13 @@ def test_scan_with_two_states_two_inputs_and_a_symbolic_length():
 
 
 def test_unsupported_op_inside_a_subgraph_is_named():
-    then_g = h.make_graph([h.make_node("Det", ["x"], ["t"])], "then", [], [_vi("t", F, [])])
-    else_g = h.make_graph([h.make_node("ReduceSum", ["x"], ["e"], keepdims=0)], "else", [], [_vi("e", F, [])])
+    tfidf = h.make_node("TfIdfVectorizer", ["xi"], ["t"], mode="TF", min_gram_length=1, max_gram_length=1,
+                        max_skip_count=0, ngram_counts=[0], ngram_indexes=[0, 1], pool_int64s=[1, 2])
+    then_g = h.make_graph([tfidf], "then", [], [_vi("t", F, [2])])
+    else_g = h.make_graph([h.make_node("Cast", ["xi"], ["e"], to=F)], "else", [], [_vi("e", F, [2])])
     model = _model([h.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)],
-                   [_vi("c", T.BOOL, []), _vi("x", F, [2, 2])], [_vi("y", F, [])])
-    with pytest.raises(UnsupportedError, match="Det"):
+                   [_vi("c", T.BOOL, [1]), _vi("xi", T.INT64, [2])], [_vi("y", F, [2])])
+    with pytest.raises(UnsupportedError, match="TfIdfVectorizer"):
         load_onnx(model)
 
 

@@ -15,7 +15,8 @@ from onnx import numpy_helper
 
 from converter.errors import UnsupportedError
 from converter.frontends.onnx import load_onnx
-from converter.ir.interpreter import run
+
+from .feeding import run_program as run
 
 F = T.FLOAT
 RNG = np.random.default_rng(3)
