@@ -116,13 +116,19 @@ def _static_shapes(g: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
     return out
 
 
-def _elem_types(g: onnx.GraphProto) -> dict[str, int]:
-    out: dict[str, int] = {}
+def _elem_types(g: onnx.GraphProto, out: dict[str, int] | None = None) -> dict[str, int]:
+    """ONNX name -> element type, for the graph and (recursively) the subgraphs of its nodes
+    (control flow; ONNX names do not shadow outer ones)."""
+    out = {} if out is None else out
     for vi in (*g.input, *g.value_info, *g.output):
         if vi.type.HasField("tensor_type") and vi.type.tensor_type.elem_type:
-            out[vi.name] = vi.type.tensor_type.elem_type
+            out.setdefault(vi.name, vi.type.tensor_type.elem_type)
     for t in g.initializer:
-        out[t.name] = t.data_type
+        out.setdefault(t.name, t.data_type)
+    for n in g.node:
+        for a in n.attribute:
+            for sub in ([a.g] if a.type == onnx.AttributeProto.GRAPH else a.graphs):
+                _elem_types(sub, out)
     return out
 
 
@@ -258,6 +264,9 @@ def _name_outputs(ctx: Ctx, fn: Function, graph: onnx.GraphProto, unavailable: d
         if o.name in unavailable:
             raise UnsupportedError(f"graph output '{o.name}': {unavailable[o.name]}", file=ctx.file)
         v = ctx.value(o.name)
+        if not isinstance(v, Value):  # a sequence / optional held at conversion time (ops_sequence)
+            raise UnsupportedError(f"graph output '{o.name}' is a {o.type.WhichOneof('value') or 'non-tensor value'}; "
+                                   "Core ML programs return tensors", file=ctx.file)
         if o.type.HasField("tensor_type") and o.type.tensor_type.elem_type:
             v = ctx.fit(v, o.type.tensor_type.elem_type)
         if v.type.dtype.name not in INTERFACE_DTYPES:
