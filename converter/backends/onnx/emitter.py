@@ -188,7 +188,8 @@ class OnnxEmitter:
     def _tensor(self, arr: np.ndarray, name: str, dt: DType | None = None) -> onnx.TensorProto:
         ir_dt = dt or dtype(arr.dtype)
         if ir_dt.has_native_numpy and ir_dt.name != "string":
-            return numpy_helper.from_array(np.ascontiguousarray(arr), name)
+            # np.ascontiguousarray makes a 0-d array 1-d: keep scalars rank 0
+            return numpy_helper.from_array(np.ascontiguousarray(arr) if arr.ndim else arr, name)
         if ir_dt.name == "string":
             return helper.make_tensor(name, TensorProto.STRING, arr.shape,
                                       [str(s).encode() for s in arr.reshape(-1)])
