@@ -22,6 +22,7 @@ _FAMILIES = (
     "elementwise",
     "activation",
     "cast",
+    "recurrent",
 )
 
 
