@@ -45,6 +45,9 @@ ONNX_TYPES: dict[str, int] = {
 }
 
 
+_IR_NAMES = {v: k for k, v in ONNX_TYPES.items()}
+
+
 def onnx_type(dt: DType | str) -> int:
     """The ONNX element type of IR dtype ``dt`` (LoweringError for uint1/2/3/6, which ONNX lacks)."""
     name = dt if isinstance(dt, str) else dt.name
@@ -200,17 +203,22 @@ class OnnxEmitter:
         """An initializer holding ``array`` (as ONNX ``elem_type`` when given); equal small
         constants are written once."""
         arr = np.asarray(array)
+        ir_dt = None
         if elem_type is not None:
-            arr = arr.astype(numpy_type(elem_type), copy=False)
+            ir_dt = dtype(_IR_NAMES[elem_type])
+            if ir_dt.has_native_numpy:
+                arr = arr.astype(numpy_type(elem_type), copy=False)
+            else:  # int4/uint4/...: the values, held in the IR's storage dtype
+                arr = arr.astype(ir_dt.storage, copy=False)
         key = None
         if arr.size <= 64 and arr.dtype.kind != "U" and name is None:
-            key = (arr.dtype.str, arr.shape, arr.tobytes())
+            key = (elem_type, arr.dtype.str, arr.shape, arr.tobytes())
             hit = self._constants.get(key)
             if hit is not None:
                 return hit
         out = name or self.fresh("const")
         self._taken.add(out)
-        self.initializers.append(self._tensor(arr, out))
+        self.initializers.append(self._tensor(arr, out, ir_dt))
         if key is not None:
             self._constants[key] = out
         return out

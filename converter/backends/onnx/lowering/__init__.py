@@ -23,6 +23,7 @@ _FAMILIES = (
     "activation",
     "cast",
     "recurrent",
+    "quant",
 )
 
 
