@@ -24,6 +24,7 @@ _FAMILIES = (
     "cast",
     "recurrent",
     "quant",
+    "resize",
 )
 
 
