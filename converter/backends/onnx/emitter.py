@@ -103,6 +103,10 @@ class OnnxEmitter:
         self._counter = [0] if parent is None else parent._counter
         self._constants: dict[tuple, str] = {}
         self.comment = ""  # the IR op being lowered (node doc_string)
+        #: options of the conversion shared by the lowerings (e.g. {"classifier": "zipmap"})
+        self.options: dict[str, Any] = parent.options if parent is not None else {}
+        #: graph-output types a lowering gives itself (a value the IR types as a non-tensor)
+        self.output_infos: dict[Value, onnx.ValueInfoProto] = {}
 
     # -- names -----------------------------------------------------------------------------------
 

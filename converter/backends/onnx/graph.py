@@ -9,6 +9,7 @@ produced under its own name (a graph input, a constant, an alias) gets an Identi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import onnx
 from onnx import helper
@@ -19,13 +20,15 @@ from .emitter import OnnxEmitter, Unavailable, value_info
 from .lowering import UNSUPPORTED, load_all, select
 
 
-def lower_function(fn: Function, opset: int, *, source: str | None = None, refused: Mapping[Op, str] | None = None
-                   ) -> tuple[onnx.GraphProto, dict[str, int]]:
+def lower_function(fn: Function, opset: int, *, source: str | None = None, refused: Mapping[Op, str] | None = None,
+                   options: Mapping[str, Any] | None = None) -> tuple[onnx.GraphProto, dict[str, int]]:
     """The graph of ``fn`` and the extra operator-set domains it uses. ``refused``: ops an earlier
-    step could not handle, with why (reported as they are)."""
+    step could not handle, with why (reported as they are); ``options``: conversion options the
+    lowerings read (`OnnxEmitter.options`)."""
     load_all()
     refused = refused or {}
     e = OnnxEmitter(fn, opset)
+    e.options.update(options or {})
     problems: list[str] = []
     inputs = []
     for v in fn.inputs:
@@ -62,7 +65,7 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
         if v in failed:
             continue
         try:
-            info = value_info(v.name, v, _doc(fn.output_info.get(v.name)))
+            info = e.output_infos.get(v) or value_info(v.name, v, _doc(fn.output_info.get(v.name)))
             held = e.name(v)
         except Unavailable:
             continue

@@ -25,6 +25,7 @@ _FAMILIES = (
     "recurrent",
     "quant",
     "resize",
+    "classify",
 )
 
 
