@@ -77,8 +77,9 @@ def _finish(e: OnnxEmitter, op: Op, y: str, dt: DType) -> None:
         e.node("Cast", [y], [e.out(op)], to=onnx_type(dt))
 
 
-def _resize_node(e: OnnxEmitter, op: Op, x: str, sizes: str, **attrs: object) -> str:
-    """ONNX Resize of the last two dims of ``x`` (``op``'s input) to ``sizes`` (int64 [2])."""
+def _resize_node(e: OnnxEmitter, op: Op, x: str, sizes: str, out_hw: list[int] | None, **attrs: object) -> str:
+    """ONNX Resize of the last two dims of ``x`` (``op``'s input) to ``sizes`` (int64 [2]; its
+    value ``out_hw`` when known)."""
     xv = op.inputs["x"]
     rank = e.rank(xv)
     h, w = _dims(e, xv, 2)
@@ -89,8 +90,13 @@ def _resize_node(e: OnnxEmitter, op: Op, x: str, sizes: str, **attrs: object) ->
     else:
         hw = e.node("Slice", [e.node("Shape", [x]), e.int64s([-2]), e.int64s([rank])])
         x4 = e.node("Reshape", [x, e.node("Concat", [e.int64s([-1, 1]), hw], axis=0)])
-    lead4 = e.node("Slice", [e.node("Shape", [x4]), e.int64s([0]), e.int64s([2])])
-    full = e.node("Concat", [lead4, sizes], axis=0)
+    shape = e.tensor_type(xv).shape
+    if shape is not None and all(is_static_dim(d) for d in shape) and out_hw is not None:
+        lead = [int(d) for d in shape[:2]] if rank == 4 else [int(np.prod([int(d) for d in shape[:-2]])), 1]
+        full = e.int64s(lead + list(out_hw))
+    else:
+        lead4 = e.node("Slice", [e.node("Shape", [x4]), e.int64s([0]), e.int64s([2])])
+        full = e.node("Concat", [lead4, sizes], axis=0)
     y4 = e.node("Resize", [x4, None, None, full], **attrs)
     return y4 if rank == 4 else e.node("Reshape", [y4, _out_shape(e, op, sizes)])
 
@@ -125,7 +131,7 @@ def _linear(e: OnnxEmitter, op: Op, out_hw: list[int] | None, mode: str, sizes: 
         coord = None
     if coord is not None:
         sizes = sizes or e.int64s(out_hw)
-        y = _resize_node(e, op, x, sizes, mode="linear", coordinate_transformation_mode=coord)
+        y = _resize_node(e, op, x, sizes, out_hw, mode="linear", coordinate_transformation_mode=coord)
         _finish(e, op, y, dt)
         return
     in_hw = _dims(e, xv, 2)
@@ -182,7 +188,7 @@ def _upsample_nearest(e: OnnxEmitter, op: Op) -> None:
         return
     if any(s != int(s) for s in scales):
         raise LoweringError(f"fractional scale factors {scales} need static input sizes, got x {e.tensor_type(xv)}")
-    y = _resize_node(e, op, e.name(xv), sizes, mode="nearest", coordinate_transformation_mode="asymmetric",
+    y = _resize_node(e, op, e.name(xv), sizes, out_hw, mode="nearest", coordinate_transformation_mode="asymmetric",
                      nearest_mode="floor")
     e.node("Identity", [y], [e.out(op)])
 
@@ -194,7 +200,8 @@ def _nearest_half_pixel(e: OnnxEmitter, op: Op, out_hw: list[int] | None, sizes:
         idx = [half_pixel_nearest(n_in, n_out) for n_in, n_out in zip(in_hw, out_hw)]
         e.node("Identity", [_gather_nearest(e, e.name(xv), e.rank(xv), idx)], [e.out(op)])
         return
-    y = _resize_node(e, op, e.name(xv), sizes, mode="nearest", coordinate_transformation_mode="tf_half_pixel_for_nn",
+    y = _resize_node(e, op, e.name(xv), sizes, out_hw, mode="nearest",
+                     coordinate_transformation_mode="tf_half_pixel_for_nn",
                      nearest_mode="floor")
     e.node("Identity", [y], [e.out(op)])
 
