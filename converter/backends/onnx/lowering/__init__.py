@@ -26,6 +26,7 @@ _FAMILIES = (
     "quant",
     "resize",
     "classify",
+    "random",
 )
 
 
