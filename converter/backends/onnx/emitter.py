@@ -137,6 +137,8 @@ class OnnxEmitter:
         name = self.bound(v)
         if name is not None:
             return name
+        if v.is_const and self.parent is not None:  # one initializer, in the main graph, for every use
+            return self.parent.name(v)
         if v.is_const:
             val = v.const_val
             if not isinstance(val, np.ndarray | np.generic | int | float | bool):

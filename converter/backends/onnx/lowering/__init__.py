@@ -27,6 +27,7 @@ _FAMILIES = (
     "resize",
     "classify",
     "random",
+    "control_flow",
 )
 
 
