@@ -28,6 +28,7 @@ _FAMILIES = (
     "classify",
     "random",
     "control_flow",
+    "resample",
 )
 
 
