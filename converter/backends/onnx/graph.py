@@ -18,6 +18,7 @@ from ...errors import LoweringError, UnsupportedError
 from ...ir.core import Function, Op, Value
 from .emitter import OnnxEmitter, Unavailable, value_info
 from .lowering import UNSUPPORTED, load_all, select
+from .lowering.state import is_state, state_input_info, state_outputs
 
 
 def lower_function(fn: Function, opset: int, *, source: str | None = None, refused: Mapping[Op, str] | None = None,
@@ -33,7 +34,8 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
     inputs = []
     for v in fn.inputs:
         try:
-            inputs.append(value_info(v.name, v, _doc(fn.input_info.get(v.name))))
+            doc = _doc(fn.input_info.get(v.name))
+            inputs.append(state_input_info(v, doc) if is_state(v) else value_info(v.name, v, doc))
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err.message}")
         e.bind(v, v.name)
@@ -61,6 +63,8 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
     e.comment = ""
 
     outputs = []
+    if not failed:
+        outputs += state_outputs(e, fn)  # a state's value at the end (lowering/state.py)
     for v in fn.outputs:
         if v in failed:
             continue

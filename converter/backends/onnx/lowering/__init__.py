@@ -29,6 +29,7 @@ _FAMILIES = (
     "random",
     "control_flow",
     "resample",
+    "state",
 )
 
 
