@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from onnx import TensorProto
 
 from converter.backends.onnx import program_to_onnx
 from converter.ir.bitpack import pack_subbyte
@@ -92,9 +93,17 @@ def test_blockwise_shift_scale_int4_stays_int4() -> None:
 
     prog, x = _add_input((2, 8), weight)
     _check(prog, x, data * np.kron(scale, np.ones((1, 4))))
-    model = program_to_onnx(prog)
-    from onnx import TensorProto
-    assert TensorProto.INT4 in [t.data_type for t in model.graph.initializer]
+    assert TensorProto.INT4 in [t.data_type for t in program_to_onnx(prog).graph.initializer]
+
+
+def test_blockwise_shift_scale_int4_per_axis_below_opset_21_is_materialized() -> None:
+    """INT4 DequantizeLinear exists from opset 21 only."""
+    data = RNG.integers(-8, 8, (3, 4)).astype(np.int8)
+    scale = np.float32([[0.5], [0.25], [-1.5]])
+    prog, x = _add_input((3, 4), lambda b: b.constexpr_blockwise_shift_scale(data=b.const(data, "int4"), scale=scale))
+    _check(prog, x, data * scale, opset=17)
+    assert TensorProto.INT4 not in [t.data_type for t in program_to_onnx(prog, opset=17).graph.initializer]
+    assert "DequantizeLinear" in op_types(prog, opset=21)
 
 
 @pytest.mark.parametrize("nbits", [2, 4, 8])

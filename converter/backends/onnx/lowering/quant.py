@@ -7,7 +7,7 @@ dense result an initializer):
 - ``constexpr_affine_dequantize`` and the integer ``constexpr_blockwise_shift_scale``:
   ``DequantizeLinear`` (``(q - zero_point) * scale`` in fp32, as MIL computes it) per tensor, per
   axis, or blocked along one axis (opset 21; a scale that also varies along another axis, float
-  data or offset, or a blocked layout below opset 21 are materialized). A scale of size 1 along
+  data or offset, and below opset 21 a blocked layout or 4-bit data are materialized). A scale of size 1 along
   the other axes is repeated to the data's size there, as blocked DequantizeLinear requires. An
   fp16 result is DequantizeLinear with the fp32 scale, then Cast: one rounding, as in MIL.
 - ``constexpr_lut_to_dense`` with one scalar table (iOS16; iOS18 without blocks or vectors):
@@ -152,7 +152,7 @@ def _blockwise_shift_scale(e: OnnxEmitter, op: Op) -> None:
     scale = np.asarray(_known(op.inputs["scale"]))
     kind, axis, block = _block_layout(data.shape, scale.shape)
     exact = (data_dt.is_int and data_dt.name in ONNX_TYPES and (off_dt is None or off_dt == data_dt)
-             and kind != "none" and (kind != "blocked" or e.opset >= 21))
+             and kind != "none" and (e.opset >= 21 or (kind != "blocked" and data_dt.bits == 8)))
     if not exact:
         _write_materialized(e, op)
         return
