@@ -29,10 +29,9 @@ from ..emitter import OnnxEmitter, onnx_type
 from ._params import bool_param, float_param, int_param, str_param
 from .registry import lowering
 
-_GRID_OPSET = 16  # GridSample (4-D); mode "bilinear" until opset 20 calls it "linear"
-
 
 def _linear_mode(e: OnnxEmitter) -> str:
+    """GridSample (4-D, opset 16) calls bilinear "bilinear" until opset 20 renames it "linear"."""
     return "linear" if e.opset >= 20 else "bilinear"
 
 
@@ -87,7 +86,7 @@ def _finish(e: OnnxEmitter, op: Op, y: str) -> None:
 
 
 @lowering("resample", note="GridSample (coordinates mapped by one Mul/Add; MIL's constant/border/reflection/"
-                           "symmetric padding kept)", min_opset=_GRID_OPSET)
+                           "symmetric padding kept)")
 def _resample(e: OnnxEmitter, op: Op) -> None:
     xv = op.inputs["x"]
     h, w = _hw(e, xv)
@@ -116,8 +115,7 @@ def _normalized_centres(n: int, align: bool) -> np.ndarray:
     return i * 2 / (n - 1) - 1 if align else (2 * i + 1) / n - 1
 
 
-@lowering("affine", kind="decomposed", note="grid = [x, y, 1] @ theta^T over the output pixel centres, GridSample",
-          min_opset=_GRID_OPSET)
+@lowering("affine", kind="decomposed", note="grid = [x, y, 1] @ theta^T over the output pixel centres, GridSample")
 def _affine(e: OnnxEmitter, op: Op) -> None:
     xv = op.inputs["x"]
     _hw(e, xv)
@@ -176,8 +174,7 @@ def _corners(e: OnnxEmitter, boxes: str, mode: str) -> list[str]:
 
 
 @lowering("crop_resize", kind="decomposed",
-          note="sample positions from the boxes at run time, GridSample bilinear, pad_value outside the image",
-          min_opset=_GRID_OPSET)
+          note="sample positions from the boxes at run time, GridSample bilinear, pad_value outside the image")
 def _crop_resize(e: OnnxEmitter, op: Op) -> None:
     xv = op.inputs["x"]
     h, w = _hw(e, xv)
