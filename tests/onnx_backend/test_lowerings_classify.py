@@ -75,3 +75,26 @@ def test_classify_first_of_tied_maxima() -> None:
 def test_unknown_classifier_form_is_refused() -> None:
     with pytest.raises(UnsupportedError, match="classifier form"):
         program_to_onnx(_prog(LABELS["strings"], np.zeros((1, 4), np.float32)), classifier="dict")
+
+
+def test_save_and_cli_take_the_classifier_form(tmp_path) -> None:  # noqa: ANN001
+    """converter.save(..., to="onnx", classifier=...) and `convert --to onnx --onnx-classifier`."""
+    import onnx
+    from click.testing import CliRunner
+
+    import cli
+
+    x = np.array([[0.3, 2.5, -1.0, 2.4]], np.float32)
+    prog = _prog(LABELS["int64"], x)
+    out = converter.save(prog, tmp_path / "c.onnx", to="onnx", classifier="zipmap")
+    assert "ZipMap" in [n.op_type for n in onnx.load(str(out)).graph.node]
+    src = converter.save(prog, tmp_path / "c.mlpackage")
+    for form, want in (("zipmap", True), ("tensor", False)):
+        dest = tmp_path / f"{form}.onnx"
+        r = CliRunner().invoke(cli.main, ["convert", str(src), "--to", "onnx", "--onnx-classifier", form,
+                                          "-o", str(dest)])
+        assert r.exit_code == 0, r.output
+        assert ("ZipMap" in [n.op_type for n in onnx.load(str(dest)).graph.node]) == want
+    r = CliRunner().invoke(cli.main, ["convert", str(src), "--onnx-classifier", "zipmap", "-o",
+                                      str(tmp_path / "d.mlpackage")])
+    assert r.exit_code != 0 and "--onnx-classifier is an option of --to onnx" in r.output
