@@ -50,16 +50,17 @@ def _mil_to_torch_gru(w: np.ndarray) -> np.ndarray:
 def lstm_formula(x, h, c, w_ih, w_hh, b, peep=None, acts=("sigmoid", "tanh", "tanh"), clip=None, reverse=False):
     """MIL lstm, one direction: gates i, f, o, g; outputs in processing order."""
     rec, cell, out = (ACT[a] for a in acts)
-    p = np.zeros(3 * H) if peep is None else peep
+    hid = w_hh.shape[1]
+    p = np.zeros(3 * hid) if peep is None else peep
     ys = []
     for t in (range(len(x) - 1, -1, -1) if reverse else range(len(x))):
         gi, gf, go, gg = np.split(x[t] @ w_ih.T + h @ w_hh.T + b, 4, axis=-1)
-        i = rec(gi + p[:H] * c)
-        f = rec(gf + p[H:2 * H] * c)
+        i = rec(gi + p[:hid] * c)
+        f = rec(gf + p[hid:2 * hid] * c)
         c = f * c + i * cell(gg)
         if clip is not None:
             c = np.clip(c, -clip, clip)
-        h = rec(go + p[2 * H:] * c) * out(c)
+        h = rec(go + p[2 * hid:] * c) * out(c)
         ys.append(h)
     return np.stack(ys), h, c
 
@@ -334,3 +335,33 @@ def test_recurrent_at_older_opsets(opset: int) -> None:
     for k in interp:
         assert_close(got[k], interp[k], 1e-5)
     assert_close(list(interp.values())[0], lstm_formula(X, H0, C0, w_ih, w_hh, b, reverse=True)[0], 1e-5)
+
+
+def test_lstm_with_compressed_weights_larger_than_a_parameter() -> None:
+    """weight_ih an 8-bit affine dequantization (16 KB dense: more than compile-time parameters
+    may hold), weight_hh a 4-bit palette: decompressed at conversion time into the LSTM's W/R."""
+    from converter.ir.bitpack import pack_subbyte
+
+    hidden, inputs = 32, 32
+    q = RNG.integers(0, 256, (4 * hidden, inputs)).astype(np.uint8)
+    scale = np.float32(0.004)
+    lut = np.linspace(-0.3, 0.25, 16, dtype=np.float32)
+    codes = RNG.integers(0, 16, (4 * hidden, hidden)).astype(np.uint8)
+    x = rand(S, B, inputs, scale=1.0)
+    h0, c0 = rand(B, hidden), rand(B, hidden)
+
+    def body(bb, x, h, c):  # noqa: ANN001, ANN202
+        w_ih = bb.constexpr_affine_dequantize(quantized_data=q, scale=scale, zero_point=np.uint8(128), axis=np.int32(0))
+        w_hh = bb.constexpr_lut_to_dense(indices=pack_subbyte(codes.reshape(-1), 4), lut=lut,
+                                         shape=np.array([4 * hidden, hidden], np.uint32))
+        return list(bb.lstm(x=x, initial_h=h, initial_c=c, weight_ih=w_ih, weight_hh=w_hh, output_sequence=True))
+
+    prog = program({"x": x, "h0": h0, "c0": c0}, body, opset="iOS16")
+    got, interp = _run(prog, {"x": x, "h0": h0, "c0": c0})
+    w_ih = (q.astype(np.float32) - 128) * scale
+    w_hh = lut[codes]
+    want = lstm_formula(x, h0, c0, w_ih, w_hh, np.zeros(4 * hidden, np.float32))
+    for g, w in zip(got, want):
+        assert_close(g, w, 1e-5)
+    for g, w in zip(got, interp):
+        assert_close(g, w, 1e-5)

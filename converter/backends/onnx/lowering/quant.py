@@ -30,11 +30,11 @@ import numpy as np
 
 from ....errors import LoweringError
 from ....ir.bitpack import unpack_subbyte
-from ....ir.consteval import constant_value, evaluate_op
 from ....ir.core import Op, Value
 from ....ir.shapes import normalize_axis
 from ....ir.types import DType
 from ..emitter import ONNX_TYPES, OnnxEmitter, onnx_type
+from ._params import known_value, materialize
 from .registry import lowering
 
 _MATERIALIZED_NOTE = "materialized: the dense constant as an initializer (no exact ONNX form)"
@@ -42,18 +42,10 @@ _MATERIALIZED_NOTE = "materialized: the dense constant as an initializer (no exa
 
 def _known(v: Value) -> Any:
     """The value of a constant or of a constexpr op's result (evaluated at conversion time)."""
-    val = constant_value(v)
-    if val is not None:
-        return val
-    p = v.producer
-    if p is None or p.opdef is None or "constexpr" not in p.opdef.traits:
+    val = known_value(v)
+    if val is None:
         raise LoweringError(f"'{v.name}' must be a constant")
-    return materialize(p)[p.outputs.index(v)]
-
-
-def materialize(op: Op) -> list[Any]:
-    """The results of constexpr ``op`` computed by its IR kernel."""
-    return evaluate_op(op, {v: _known(v) for v in op.input_values()})
+    return val
 
 
 def _write_materialized(e: OnnxEmitter, op: Op) -> None:

@@ -34,7 +34,7 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.types import DType, is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._params import bool_param, str_param
+from ._params import bool_param, known_value, str_param
 from .registry import lowering
 
 #: for each ONNX gate block, the MIL block it is taken from
@@ -52,7 +52,7 @@ def _weight(e: OnnxEmitter, op: Op, key: str) -> np.ndarray | None:
     v = op.inputs.get(key)
     if not isinstance(v, Value):
         return None
-    val = e.const(v)
+    val = known_value(v)  # compressed (constexpr) weights decompressed
     if val is None:
         raise LoweringError(f"'{key}' must be known at conversion time")
     return np.asarray(val, np.float32)
