@@ -226,6 +226,9 @@ def _resolve_passes(passes: str) -> list:
               help="--to neuralnetwork: the highest specification version the model may need (as --target).")
 @click.option("--onnx-opset", type=click.IntRange(17, 21), default=None,
               help="--to onnx: the ONNX opset (default domain) to write, 17..21 (default 21).")
+@click.option("--onnx-classifier", default=None, type=click.Choice(["tensor", "zipmap"]),
+              help="--to onnx: a classifier's probabilities as a tensor in class order (default) or an ONNX-ML "
+                   "ZipMap {label: probability}.")
 @click.option("--layout", default=None, type=click.Choice(["nchw", "nhwc"]),
               help="--to webnn: the layout inside the graph (inputs and outputs keep their shapes); default nhwc, "
                    "the layout Chromium's WebNN prefers.")
@@ -245,7 +248,7 @@ def _resolve_passes(passes: str) -> list:
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
 @_pass_options
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_version: int | None,
-                onnx_opset: int | None, layout: str | None, precision: str,
+                onnx_opset: int | None, onnx_classifier: str | None, layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
                 max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
@@ -284,8 +287,11 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
                                                  "runtime path)")
             if onnx_opset is not None:
                 webnn_options = {"opset": onnx_opset}
-        elif onnx_opset is not None:
-            raise converter.UnsupportedError("--onnx-opset is an option of --to onnx")
+            if onnx_classifier is not None:
+                webnn_options["classifier"] = onnx_classifier
+        elif onnx_opset is not None or onnx_classifier is not None:
+            given = "--onnx-opset" if onnx_opset is not None else "--onnx-classifier"
+            raise converter.UnsupportedError(f"{given} is an option of --to onnx")
         _check_target(fmt, target)
         pipeline = _resolve_passes(passes)
     except ConverterError as e:
@@ -294,9 +300,9 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
         if fmt == "webnn":
             _fail(converter.UnsupportedError("converting a folder of models to WebNN is not supported yet: convert "
                                              "them one by one", file=src))
-        if onnx_opset is not None:
-            _fail(converter.UnsupportedError("--onnx-opset applies to one model; a folder is converted at the default "
-                                             "opset", file=src))
+        if onnx_opset is not None or onnx_classifier is not None:
+            _fail(converter.UnsupportedError("--onnx-opset and --onnx-classifier apply to one model; a folder is "
+                                             "converted with the defaults", file=src))
         _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite, passes=passes, verify=verify,
                         pass_stats=pass_stats, max_loop_iterations=max_loop_iterations,
                         max_tensor_bytes=_mib(max_tensor_mib))

@@ -157,21 +157,24 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
     converter/backends/webnn), with options ``layout`` ("nchw" | "nhwc"), ``precision`` ("fp32" |
     "fp16") and ``input_shapes`` ({input name: sizes}) for flexible inputs.
 
-    ``to="onnx"``: an ONNX model ``NAME.onnx`` (see converter/backends/onnx), with option ``opset``
-    (17..21, default 21); weights over 2 GB go to ``NAME.onnx.data`` beside it."""
+    ``to="onnx"``: an ONNX model ``NAME.onnx`` (see converter/backends/onnx), with options ``opset``
+    (17..21, default 21) and ``classifier`` ("tensor", default: a classifier's probabilities as a
+    tensor in class order, or "zipmap": ONNX-ML ZipMap); weights over 2 GB go to ``NAME.onnx.data``
+    beside it."""
     dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
     if output_format(to) == "onnx":
         from .backends.onnx import DEFAULT_OPSET, save_onnx
 
         opset = backend_options.pop("opset", DEFAULT_OPSET)
+        classifier = backend_options.pop("classifier", "tensor")
         if backend_options:
             raise UnsupportedError(f"options {', '.join(sorted(backend_options))} are not options of --to onnx "
-                                   "(it takes opset)")
+                                   "(it takes opset and classifier)")
         if target is not None:
             raise UnsupportedError("target is not an option of --to onnx (give opset=17..21)")
         sources = _sources(program)
         return save_onnx(program, dest.path, opset=opset, overwrite=overwrite, durable=durable,
-                         source=sources[0] if sources else None)
+                         source=sources[0] if sources else None, classifier=classifier)
     if output_format(to) == "webnn":
         from .backends.webnn import write_webnn
 

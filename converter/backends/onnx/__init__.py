@@ -30,6 +30,9 @@ from .external import save_model_file
 from .graph import lower_function
 from .lowering.registry import DEFAULT_OPSET, MAX_OPSET, MIN_OPSET
 
+#: how a classifier's probability dict is written (`program_to_onnx`)
+CLASSIFIER_FORMS = ("tensor", "zipmap")
+
 #: protobuf cannot serialize a message of 2 GiB or more
 TWO_GB = 2**31 - 1
 
@@ -45,12 +48,16 @@ def check_opset(opset: int) -> int:
 
 
 def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str | None = None,
-                    check: bool = True) -> onnx.ModelProto:
+                    check: bool = True, classifier: str = "tensor") -> onnx.ModelProto:
     """The ONNX model of ``program``'s main function at default-domain ``opset``; ``check``: run
-    the ONNX checker (full check) when the model fits in one protobuf message."""
+    the ONNX checker (full check) when the model fits in one protobuf message; ``classifier``:
+    how a ``classify`` op's probability dict is written, "tensor" (the probabilities in class
+    order, plain ONNX) or "zipmap" (ONNX-ML ZipMap: a sequence of one {label: probability} map)."""
     check_opset(opset)
+    if classifier not in CLASSIFIER_FORMS:
+        raise UnsupportedError(f"classifier form {classifier!r} is not one of {', '.join(CLASSIFIER_FORMS)}")
     fn = program.main
-    graph, domains = lower_function(fn, opset, source=source)
+    graph, domains = lower_function(fn, opset, source=source, options={"classifier": classifier})
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(domains.items())]
     model = helper.make_model(graph, opset_imports=imports, producer_name="converter",
                               ir_version=_IR_VERSIONS[opset])
@@ -64,11 +71,13 @@ def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str
 
 
 def save_onnx(program: Program, path: str | os.PathLike, *, opset: int = DEFAULT_OPSET, overwrite: bool = False,
-              durable: bool = False, source: str | None = None, external_threshold: int = TWO_GB) -> Path:
+              durable: bool = False, source: str | None = None, external_threshold: int = TWO_GB,
+              classifier: str = "tensor") -> Path:
     """Write ``program`` as the ONNX model ``path`` (atomically; nothing is replaced unless
     ``overwrite``); returns ``path``. ``external_threshold``: the serialized size above which the
-    tensors go to ``<name>.onnx.data`` (the 2 GB protobuf limit; smaller in tests)."""
-    model = program_to_onnx(program, opset=opset, source=source, check=False)
+    tensors go to ``<name>.onnx.data`` (the 2 GB protobuf limit; smaller in tests); ``classifier``:
+    as `program_to_onnx`."""
+    model = program_to_onnx(program, opset=opset, source=source, check=False, classifier=classifier)
     dest = Path(path)
     save_model_file(model, dest, overwrite=overwrite, durable=durable, external_threshold=external_threshold,
                     source=source)
@@ -99,4 +108,4 @@ def _fits_in_memory(model: onnx.ModelProto) -> bool:
     return sum(t.ByteSize() for t in model.graph.initializer) < TWO_GB - (64 << 20)
 
 
-__all__ = ["DEFAULT_OPSET", "MAX_OPSET", "MIN_OPSET", "check_opset", "program_to_onnx", "save_onnx"]
+__all__ = ["CLASSIFIER_FORMS", "DEFAULT_OPSET", "MAX_OPSET", "MIN_OPSET", "check_opset", "program_to_onnx", "save_onnx"]

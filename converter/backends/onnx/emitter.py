@@ -45,6 +45,9 @@ ONNX_TYPES: dict[str, int] = {
 }
 
 
+_IR_NAMES = {v: k for k, v in ONNX_TYPES.items()}
+
+
 def onnx_type(dt: DType | str) -> int:
     """The ONNX element type of IR dtype ``dt`` (LoweringError for uint1/2/3/6, which ONNX lacks)."""
     name = dt if isinstance(dt, str) else dt.name
@@ -100,6 +103,10 @@ class OnnxEmitter:
         self._counter = [0] if parent is None else parent._counter
         self._constants: dict[tuple, str] = {}
         self.comment = ""  # the IR op being lowered (node doc_string)
+        #: options of the conversion shared by the lowerings (e.g. {"classifier": "zipmap"})
+        self.options: dict[str, Any] = parent.options if parent is not None else {}
+        #: graph-output types a lowering gives itself (a value the IR types as a non-tensor)
+        self.output_infos: dict[Value, onnx.ValueInfoProto] = {}
 
     # -- names -----------------------------------------------------------------------------------
 
@@ -130,6 +137,8 @@ class OnnxEmitter:
         name = self.bound(v)
         if name is not None:
             return name
+        if v.is_const and self.parent is not None:  # one initializer, in the main graph, for every use
+            return self.parent.name(v)
         if v.is_const:
             val = v.const_val
             if not isinstance(val, np.ndarray | np.generic | int | float | bool):
@@ -188,7 +197,8 @@ class OnnxEmitter:
     def _tensor(self, arr: np.ndarray, name: str, dt: DType | None = None) -> onnx.TensorProto:
         ir_dt = dt or dtype(arr.dtype)
         if ir_dt.has_native_numpy and ir_dt.name != "string":
-            return numpy_helper.from_array(np.ascontiguousarray(arr), name)
+            # np.ascontiguousarray makes a 0-d array 1-d: keep scalars rank 0
+            return numpy_helper.from_array(np.ascontiguousarray(arr) if arr.ndim else arr, name)
         if ir_dt.name == "string":
             return helper.make_tensor(name, TensorProto.STRING, arr.shape,
                                       [str(s).encode() for s in arr.reshape(-1)])
@@ -199,17 +209,22 @@ class OnnxEmitter:
         """An initializer holding ``array`` (as ONNX ``elem_type`` when given); equal small
         constants are written once."""
         arr = np.asarray(array)
+        ir_dt = None
         if elem_type is not None:
-            arr = arr.astype(numpy_type(elem_type), copy=False)
+            ir_dt = dtype(_IR_NAMES[elem_type])
+            if ir_dt.has_native_numpy:
+                arr = arr.astype(numpy_type(elem_type), copy=False)
+            else:  # int4/uint4/...: the values, held in the IR's storage dtype
+                arr = arr.astype(ir_dt.storage, copy=False)
         key = None
         if arr.size <= 64 and arr.dtype.kind != "U" and name is None:
-            key = (arr.dtype.str, arr.shape, arr.tobytes())
+            key = (elem_type, arr.dtype.str, arr.shape, arr.tobytes())
             hit = self._constants.get(key)
             if hit is not None:
                 return hit
         out = name or self.fresh("const")
         self._taken.add(out)
-        self.initializers.append(self._tensor(arr, out))
+        self.initializers.append(self._tensor(arr, out, ir_dt))
         if key is not None:
             self._constants[key] = out
         return out

@@ -9,6 +9,7 @@ produced under its own name (a graph input, a constant, an alias) gets an Identi
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Any
 
 import onnx
 from onnx import helper
@@ -17,20 +18,24 @@ from ...errors import LoweringError, UnsupportedError
 from ...ir.core import Function, Op, Value
 from .emitter import OnnxEmitter, Unavailable, value_info
 from .lowering import UNSUPPORTED, load_all, select
+from .lowering.state import is_state, state_input_info, state_outputs
 
 
-def lower_function(fn: Function, opset: int, *, source: str | None = None, refused: Mapping[Op, str] | None = None
-                   ) -> tuple[onnx.GraphProto, dict[str, int]]:
+def lower_function(fn: Function, opset: int, *, source: str | None = None, refused: Mapping[Op, str] | None = None,
+                   options: Mapping[str, Any] | None = None) -> tuple[onnx.GraphProto, dict[str, int]]:
     """The graph of ``fn`` and the extra operator-set domains it uses. ``refused``: ops an earlier
-    step could not handle, with why (reported as they are)."""
+    step could not handle, with why (reported as they are); ``options``: conversion options the
+    lowerings read (`OnnxEmitter.options`)."""
     load_all()
     refused = refused or {}
     e = OnnxEmitter(fn, opset)
+    e.options.update(options or {})
     problems: list[str] = []
     inputs = []
     for v in fn.inputs:
         try:
-            inputs.append(value_info(v.name, v, _doc(fn.input_info.get(v.name))))
+            doc = _doc(fn.input_info.get(v.name))
+            inputs.append(state_input_info(v, doc) if is_state(v) else value_info(v.name, v, doc))
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err.message}")
         e.bind(v, v.name)
@@ -58,11 +63,13 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
     e.comment = ""
 
     outputs = []
+    if not failed:
+        outputs += state_outputs(e, fn)  # a state's value at the end (lowering/state.py)
     for v in fn.outputs:
         if v in failed:
             continue
         try:
-            info = value_info(v.name, v, _doc(fn.output_info.get(v.name)))
+            info = e.output_infos.get(v) or value_info(v.name, v, _doc(fn.output_info.get(v.name)))
             held = e.name(v)
         except Unavailable:
             continue

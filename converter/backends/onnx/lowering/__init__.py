@@ -28,6 +28,14 @@ _FAMILIES = (
     "reduce",
     "shape",
     "indexing",
+    "recurrent",
+    "quant",
+    "resize",
+    "classify",
+    "random",
+    "control_flow",
+    "resample",
+    "state",
 )
 
 
