@@ -159,7 +159,7 @@ def run_cmd(model: str, inputs_path: str | None, random_inputs: bool, seed: int,
                                     max_tensor_bytes=_mib(max_tensor_mib), runtime=runtime)
             except ConverterError as e:
                 raise e.with_location(file=model) from None
-        for w in caught:
+        for w in {str(w.message): w for w in caught}.values():  # once, though a fallback runs the model twice
             kind = "note" if issubclass(w.category, RuntimeFallbackWarning) else "warning"
             _say(f"{kind}: {w.message}", err=True)
     except ConverterError as e:

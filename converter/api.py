@@ -270,7 +270,10 @@ def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = No
 
     prepared = prepare(program, runtime=runtime, function=function, seed=seed,
                        max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
+    if prepared.note:  # before running: the run may fail, with the interpreter's error
+        warnings.warn(prepared.note, RuntimeFallbackWarning, stacklevel=2)
+    known = prepared.note
     out = prepared.run(feeds)
-    if prepared.note:
+    if prepared.note != known:  # onnxruntime failed during the run
         warnings.warn(prepared.note, RuntimeFallbackWarning, stacklevel=2)
     return out

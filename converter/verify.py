@@ -365,13 +365,13 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     runtime = resolve(runtime)
     notes: list[str] = []
 
-    def run(program: Program, feeds: Mapping[str, Any], label: str, *, function: str) -> dict[str, Any]:
+    def run(program: Program, feeds: Mapping[str, Any], label: str, side: str, *, function: str) -> dict[str, Any]:
         prepared = prepare(program, runtime=runtime, function=function, max_loop_iterations=max_loop_iterations,
                            max_tensor_bytes=max_tensor_bytes)
         say(f"running {label}" + (" with onnxruntime" if prepared.runtime == "onnxruntime" else "") + " ...")
         out = prepared.run(feeds)
         if prepared.note:
-            notes.append(f"{label}: {prepared.note}")
+            notes.append(f"{side}: {prepared.note}")
         return out
 
     say = progress or (lambda _line: None)
@@ -387,7 +387,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
 
             feeds, where = read_arrays(str(inputs)), str(inputs)
         check_names(src_fn, feeds)  # before anything runs: every unknown and missing input at once
-        a = run(src_prog, feeds, src_label, function=src_fn.name)
+        a = run(src_prog, feeds, src_label, "the source", function=src_fn.name)
     except ConverterError as e:
         raise e.with_location(file=source_file or (None if isinstance(source, Program) else str(source))) from None
     conv_prog, conv_label = _load(converted, converted_file)
@@ -405,7 +405,8 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
         note = _position_note("inputs", in_pairs)
         if note:
             report.notes.append(note)
-        b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, conv_label, function=conv_fn.name)
+        b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, conv_label, "the converted model",
+                function=conv_fn.name)
     except ConverterError as e:
         raise e.with_location(file=converted_file or (None if isinstance(converted, Program) else str(converted))) \
             from None
@@ -429,6 +430,8 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     note = _position_note("outputs", out_pairs)
     if note:
         report.notes.append(note)
+    if len(notes) == 2 and notes[0].split(": ", 1)[1] == notes[1].split(": ", 1)[1]:
+        notes = [f"both models: {notes[0].split(': ', 1)[1]}"]
     report.notes += notes
     if extra:
         report.notes.append(f"the converted model has outputs the source has not: {', '.join(extra)}")

@@ -52,11 +52,14 @@ class Prepared:
     ``runtime`` is the runtime that runs it; ``note`` says, in one line, why it is not the one asked
     for (empty when it is). A run onnxruntime fails (a shape only known at run time that the
     exported model gets wrong, say) is run again by the interpreter, which from then on runs
-    every call (its error, if any, is the reference's)."""
+    every call (its error, if any, is the reference's). ``ort``: the `ort.OrtRunner` when
+    onnxruntime runs it (its exported ``model`` and ``timings``), else None."""
 
-    def __init__(self, runtime: str, run: Runner, fallback: Runner | None = None, note: str = "") -> None:
+    def __init__(self, runtime: str, run: Runner, fallback: Runner | None = None, note: str = "",
+                 ort: Any = None) -> None:
         self.runtime = runtime
         self.note = note
+        self.ort = ort
         self._run = run
         self._fallback = fallback
 
@@ -69,7 +72,7 @@ class Prepared:
             return self._run(feeds)
         except OrtCannotRun as e:
             self.runtime, self.note = "interpreter", f"onnxruntime failed to run this model ({e}); the interpreter runs it"
-            self._run, self._fallback = self._fallback, None
+            self._run, self._fallback, self.ort = self._fallback, None, None
             return self._run(feeds)
 
 
@@ -94,7 +97,7 @@ def prepare(program: Program, *, runtime: str | None = "interpreter", function: 
     except OrtCannotRun as e:
         return Prepared("interpreter", interpreter, note=f"onnxruntime cannot run this model ({e}); the interpreter "
                         "runs it")
-    return Prepared("onnxruntime", ort_runner.run, fallback=interpreter)
+    return Prepared("onnxruntime", ort_runner.run, fallback=interpreter, ort=ort_runner)
 
 
 def _interpreter_runner(program: Program, function: str, seed: int, max_loop_iterations: int | None,

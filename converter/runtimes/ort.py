@@ -26,6 +26,7 @@ in benchmarks/runtime.py), warnings off (the reason of a failure reaches the use
 
 from __future__ import annotations
 
+import time
 from collections.abc import Mapping
 from typing import Any
 
@@ -103,7 +104,8 @@ def session_options() -> Any:
 
 class OrtRunner:
     """``program``'s function ``function`` exported to ONNX and loaded into one onnxruntime
-    session; `run` runs it. `OrtCannotRun` when onnxruntime cannot run it (module docstring)."""
+    session; `run` runs it. `OrtCannotRun` when onnxruntime cannot run it (module docstring).
+    ``timings``: seconds spent exporting ("export") and making the session ("session")."""
 
     def __init__(self, program: Program, function: str, *, opset: int | None = None,
                  max_tensor_bytes: int | None = None) -> None:
@@ -111,6 +113,7 @@ class OrtRunner:
 
         from ..backends.onnx import DEFAULT_OPSET, TWO_GB, program_to_onnx
 
+        start = time.perf_counter()
         self.fn = program.functions[function]
         self.max_tensor_bytes = max_tensor_bytes
         opset = DEFAULT_OPSET if opset is None else opset
@@ -124,6 +127,7 @@ class OrtRunner:
         if model.ByteSize() >= TWO_GB:
             raise OrtCannotRun("the ONNX model is over 2 GB")
         self.model = model
+        exported = time.perf_counter()
         try:
             self.session = ort.InferenceSession(model.SerializeToString(), session_options(),
                                                 providers=["CPUExecutionProvider"])
@@ -131,6 +135,7 @@ class OrtRunner:
             raise OrtCannotRun(_one_line(f"onnxruntime refused the exported model: {e}")) from None
         self.input_types = {i.name: _ORT_TYPES.get(i.type) for i in self.session.get_inputs()}
         self.output_names = [o.name for o in self.session.get_outputs()]
+        self.timings = {"export": exported - start, "session": time.perf_counter() - exported}
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs for ``feeds`` (as `converter.run` takes and gives them)."""
