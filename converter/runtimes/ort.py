@@ -17,6 +17,7 @@ interpreter instead):
   it (``max_loop_iterations``);
 - an op would make a tensor larger than ``max_tensor_bytes``: the interpreter refuses it with
   its error before running;
+- the function is not the program's default one (the ONNX export holds that one), or
 - the model is over 2 GB (one protobuf message cannot hold it), onnxruntime refuses the exported
   model, or fails during a run.
 
@@ -117,11 +118,13 @@ class OrtRunner:
         self.fn = program.functions[function]
         self.max_tensor_bytes = max_tensor_bytes
         opset = DEFAULT_OPSET if opset is None else opset
+        if function != program.default_function:
+            raise OrtCannotRun(f"the ONNX export holds the default function ('{program.default_function}') only")
         reason = blocker(self.fn, opset, max_tensor_bytes)
         if reason:
             raise OrtCannotRun(reason)
         try:
-            model = program_to_onnx(program, opset=opset, check=False, function=function)
+            model = program_to_onnx(program, opset=opset, check=False)
         except UnsupportedError as e:
             raise OrtCannotRun(_one_line(e.message)) from None
         if model.ByteSize() >= TWO_GB:

@@ -281,3 +281,14 @@ def test_migrate_check_records_the_runtime(tmp_path):
     assert not any("onnxruntime" in n for n in notes["a.mlpackage"])
     assert any(n.startswith("both models: onnxruntime cannot run this model") and "while_loop" in n
                for n in notes["loop.mlmodel"])
+
+
+def test_a_function_other_than_the_default_runs_in_the_interpreter(count_ort_runs):
+    from ..mil.helpers import multifunction_program
+
+    prog = multifunction_program()
+    y = np.arange(4, dtype=np.float32)
+    with pytest.warns(RuntimeFallbackWarning, match="the ONNX export holds the default function \\('main'\\) only"):
+        got = converter.run(prog, {"y": y}, function="second", runtime="onnxruntime")
+    np.testing.assert_allclose(got[next(iter(got))].reshape(-1), np.full(12, y.sum()), rtol=1e-6)
+    assert count_ort_runs[0] == 0

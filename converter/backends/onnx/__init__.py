@@ -43,12 +43,11 @@ def check_opset(opset: int) -> int:
 
 
 def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str | None = None,
-                    check: bool = True, function: str | None = None) -> onnx.ModelProto:
-    """The ONNX model of ``program``'s main function (or of ``function``) at default-domain
-    ``opset``; ``check``: run the ONNX checker (full check) when the model fits in one protobuf
-    message."""
+                    check: bool = True) -> onnx.ModelProto:
+    """The ONNX model of ``program``'s main function at default-domain ``opset``; ``check``: run
+    the ONNX checker (full check) when the model fits in one protobuf message."""
     check_opset(opset)
-    fn = program.main if function is None else program.functions[function]
+    fn = program.main
     graph, domains = lower_function(fn, opset, source=source)
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(domains.items())]
     model = helper.make_model(graph, opset_imports=imports, producer_name="converter",
