@@ -22,7 +22,8 @@ interpreter instead):
   model, or fails during a run.
 
 Session options: full graph optimization (fusions pay back within one run of a conv net; measured
-in benchmarks/runtime.py), warnings off (the reason of a failure reaches the user through the note).
+in benchmarks/runtime.py), worker threads that do not spin while idle, warnings off (the reason of
+a failure reaches the user through the note).
 """
 
 from __future__ import annotations
@@ -100,6 +101,9 @@ def session_options() -> Any:
     so = ort.SessionOptions()
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # errors only: a failure reaches the user as the fallback note
+    # idle worker threads sleep instead of spinning: on a machine whose cores are shared (a
+    # migration's workers, other jobs) spinning threads take the cores the work needs
+    so.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return so
 
 
