@@ -286,9 +286,6 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
         elif spec_version is not None:
             raise converter.UnsupportedError("--spec-version is an option of --to neuralnetwork")
         if fmt == "onnx":
-            if check:
-                raise converter.UnsupportedError("--check with --to onnx is not supported yet (it needs the ONNX "
-                                                 "runtime path)")
             if onnx_opset is not None:
                 webnn_options = {"opset": onnx_opset}
         elif onnx_opset is not None:

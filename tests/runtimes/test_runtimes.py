@@ -292,3 +292,13 @@ def test_a_function_other_than_the_default_runs_in_the_interpreter(count_ort_run
         got = converter.run(prog, {"y": y}, function="second", runtime="onnxruntime")
     np.testing.assert_allclose(got[next(iter(got))].reshape(-1), np.full(12, y.sum()), rtol=1e-6)
     assert count_ort_runs[0] == 0
+
+
+@pytest.mark.parametrize("runtime", ["onnxruntime", "interpreter"])
+def test_convert_to_onnx_check_reads_the_written_model_back(tmp_path, runtime):
+    """--check on an .onnx output: the file is read back (ONNX frontend) and run next to the source."""
+    source = _package(_affine_relu(), tmp_path / "a.mlpackage")
+    out = tmp_path / "out.onnx"
+    result = invoke("convert", source, "-o", out, "--to", "onnx", "--check", "--runtime", runtime)
+    assert result.exit_code == 0, result.output
+    assert result.stdout.rstrip().endswith("PASS: 2 outputs within tolerance") and "note:" not in result.stdout
