@@ -368,7 +368,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     def run(program: Program, feeds: Mapping[str, Any], label: str, side: str, *, function: str) -> dict[str, Any]:
         prepared = prepare(program, runtime=runtime, function=function, max_loop_iterations=max_loop_iterations,
                            max_tensor_bytes=max_tensor_bytes)
-        say(f"running {label}" + (" with onnxruntime" if prepared.runtime == "onnxruntime" else "") + " ...")
+        say(f"running {label} ...")
         out = prepared.run(feeds)
         if prepared.note:
             notes.append(f"{side}: {prepared.note}")

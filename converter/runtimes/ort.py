@@ -162,7 +162,8 @@ class OrtRunner:
 
 
 def _as_ir_output(v: Value, x: Any) -> Any:
-    """An onnxruntime output as the interpreter gives output ``v``: in its declared static shape;
+    """An onnxruntime output as the interpreter gives output ``v``: in its declared static shape
+    (strings as numpy strings);
     a classifier's dict {label: probability} (from ZipMap's [dict] or a probabilities tensor) in
     class-label order."""
     if isinstance(v.type, DictType):
@@ -177,6 +178,8 @@ def _as_ir_output(v: Value, x: Any) -> Any:
         return {k: float(p_i) for k, p_i in zip(labels, p)}
     x = np.asarray(x)
     t = v.type
+    if isinstance(t, TensorType) and t.dtype.name == "string" and x.dtype.kind == "O":
+        x = x.astype(t.dtype.storage)  # onnxruntime gives str objects; the interpreter numpy strings
     if isinstance(t, TensorType) and t.shape is not None and all(is_static_dim(d) for d in t.shape):
         shape = tuple(int(d) for d in t.shape)
         if x.shape != shape and x.size == int(np.prod(shape, dtype=np.int64)):

@@ -227,7 +227,7 @@ def test_classifier_outputs_come_back_as_the_interpreters_dict():
     for got in (zipmap, plain):
         assert list(got) == labels and np.allclose(list(got.values()), p)
     label = ort._as_ir_output(label_v, np.array(["apple"], object))
-    assert label.shape == () and label.item() == "apple"
+    assert label.shape == () and label.dtype.kind == "U" and label.item() == "apple"  # np.savez-able, as the interpreter
 
 
 # -- converter verify, convert --check -------------------------------------------------------------
@@ -239,7 +239,7 @@ def test_verify_runs_both_models_with_onnxruntime(tmp_path, count_ort_runs):
     result = invoke("verify", source, converted, "--runtime", "onnxruntime")
     assert result.exit_code == 0, result.output
     assert "note:" not in result.stdout and result.stdout.rstrip().endswith("PASS: 2 outputs within tolerance")
-    assert result.stderr == f"running {source} with onnxruntime ...\nrunning {converted} with onnxruntime ...\n"
+    assert result.stderr == f"running {source} ...\nrunning {converted} ...\n"
     assert count_ort_runs[0] == 2
 
 
@@ -250,7 +250,6 @@ def test_verify_notes_the_model_onnxruntime_could_not_run(tmp_path, count_ort_ru
     assert result.exit_code == 0, result.output
     assert ("note: the source: onnxruntime cannot run this model (no ONNX form for op relu); the interpreter runs it"
             in result.stdout.splitlines())
-    assert f"running {converted} with onnxruntime ..." in result.stderr
     assert count_ort_runs[0] == 1
     both = invoke("verify", source, source, "--runtime", "onnxruntime", "--json")
     assert both.exit_code == 0, both.output
