@@ -123,16 +123,20 @@ def _mib(n: int | None) -> int | None:
 @click.option("--function", default=None, help="Function to run (default: the model's default function).")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP)
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP)
+@_cli_verify.runtime_option
 def run_cmd(model: str, inputs_path: str | None, random_inputs: bool, seed: int, output_path: str | None,
-            overwrite: bool, function: str | None, max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
-    """Run MODEL with the reference interpreter on the arrays in an .npz file (--inputs) or on random
-    inputs (--random). A float array given for an image input is warned about (images take uint8 pixels)."""
+            overwrite: bool, function: str | None, max_loop_iterations: int | None, max_tensor_mib: int | None,
+            runtime: str) -> None:
+    """Run MODEL on the arrays in an .npz file (--inputs) or on random inputs (--random), with
+    onnxruntime or the reference interpreter (--runtime; a model onnxruntime cannot run runs in the
+    interpreter, with a note saying which ops). A float array given for an image input is warned
+    about (images take uint8 pixels)."""
     import warnings
 
     import numpy as np
 
     from converter.destination import resolve_arrays_destination
-    from converter.errors import InputWarning
+    from converter.errors import InputWarning, RuntimeFallbackWarning
     from converter.ir.interpreter import lookup_function
     from converter.verify import random_feeds
 
@@ -149,13 +153,15 @@ def run_cmd(model: str, inputs_path: str | None, random_inputs: bool, seed: int,
             feeds = _read_feeds(inputs_path)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always", InputWarning)
+            warnings.simplefilter("always", RuntimeFallbackWarning)
             try:
                 out = converter.run(prog, feeds, function=function, max_loop_iterations=max_loop_iterations,
-                                    max_tensor_bytes=_mib(max_tensor_mib))
+                                    max_tensor_bytes=_mib(max_tensor_mib), runtime=runtime)
             except ConverterError as e:
                 raise e.with_location(file=model) from None
-        for w in caught:
-            _say(f"warning: {w.message}", err=True)
+        for w in {str(w.message): w for w in caught}.values():  # once, though a fallback runs the model twice
+            kind = "note" if issubclass(w.category, RuntimeFallbackWarning) else "warning"
+            _say(f"{kind}: {w.message}", err=True)
     except ConverterError as e:
         _fail(e)
     arrays = {k: v for k, v in out.items() if isinstance(v, np.ndarray)}
@@ -246,11 +252,12 @@ def _resolve_passes(passes: str) -> list:
                    "never the source).")
 @click.option("--max-loop-iterations", type=click.IntRange(min=1), default=None, help=_LOOP_HELP + " With --check.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None, help=_TENSOR_HELP + " With --check.")
+@_cli_verify.runtime_option
 @_pass_options
 def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_version: int | None,
                 onnx_opset: int | None, onnx_classifier: str | None, layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
-                max_tensor_mib: int | None, passes: str, pass_stats: bool, verify: bool) -> None:
+                max_tensor_mib: int | None, runtime: str, passes: str, pass_stats: bool, verify: bool) -> None:
     """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
 
     The default pass pipeline runs before writing (--passes none writes the program as read);
@@ -282,9 +289,6 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
         elif spec_version is not None:
             raise converter.UnsupportedError("--spec-version is an option of --to neuralnetwork")
         if fmt == "onnx":
-            if check:
-                raise converter.UnsupportedError("--check with --to onnx is not supported yet (it needs the ONNX "
-                                                 "runtime path)")
             if onnx_opset is not None:
                 webnn_options = {"opset": onnx_opset}
             if onnx_classifier is not None:
@@ -304,12 +308,12 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
             _fail(converter.UnsupportedError("--onnx-opset and --onnx-classifier apply to one model; a folder is "
                                              "converted with the defaults", file=src))
         _convert_folder(Path(src), Path(output_path), target, fmt, check, overwrite, passes=passes, verify=verify,
-                        pass_stats=pass_stats, max_loop_iterations=max_loop_iterations,
+                        pass_stats=pass_stats, runtime=runtime, max_loop_iterations=max_loop_iterations,
                         max_tensor_bytes=_mib(max_tensor_mib))
         return
     _convert_one(src, output_path, fmt=fmt, target=target, check=check, overwrite=overwrite, pipeline=pipeline,
                  pass_stats=pass_stats, verify=verify, max_loop_iterations=max_loop_iterations,
-                 max_tensor_mib=max_tensor_mib, webnn_options=webnn_options)
+                 max_tensor_mib=max_tensor_mib, webnn_options=webnn_options, runtime=runtime)
 
 
 def _check_target(fmt: str, target: str | None) -> None:
@@ -349,7 +353,7 @@ def _input_shapes(specs: tuple[str, ...]) -> dict[str, list[int]]:
 def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | None, check: bool, overwrite: bool,
                  pipeline: list, pass_stats: bool, verify: bool, max_loop_iterations: int | None = None,
                  max_tensor_mib: int | None = None, explain_op: str | None = None,
-                 summary: bool = False, webnn_options: dict | None = None) -> None:
+                 summary: bool = False, webnn_options: dict | None = None, runtime: str = "auto") -> None:
     """Load, optimize, (explain), write, (check): the one-model path of ``convert`` and ``optimize``."""
     import warnings
 
@@ -382,7 +386,8 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
             from converter.verify import verify
 
             report = verify(source, dest, source_file=src, converted_file=str(dest), progress=progress,
-                            max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib))
+                            max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib),
+                            runtime=runtime)
     except ConverterError as e:
         _fail(e)
     if check:
@@ -434,7 +439,7 @@ def optimize_cmd(model: str, output_path: str | None, fmt: str, target: str | No
 
 
 def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwrite: bool, *, passes: str,
-                    verify: bool, pass_stats: bool, **bounds: int | None) -> None:
+                    verify: bool, pass_stats: bool, runtime: str = "auto", **bounds: int | None) -> None:
     """Every model under ``src``, one line each as it finishes (converter.batch over the migration engine)."""
     from converter.batch import convert_tree, describe_contents
     from converter.formats.package import MANIFEST_NAME
@@ -459,7 +464,7 @@ def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwri
 
     try:
         outcomes = convert_tree(src, out, target=target, to=fmt, check=check, overwrite=overwrite, passes=passes,
-                                verify=verify, on_outcome=say, **bounds)
+                                verify=verify, on_outcome=say, runtime=runtime, **bounds)
     except ConverterError as e:
         _fail(e)
     converted = sum(o.ok for o in outcomes)

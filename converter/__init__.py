@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from .api import convert, explain, load, optimize, run, save
 from .destination import DestinationError
-from .errors import ConversionWarning, ConverterError, FormatError, InputWarning, UnsupportedError
+from .errors import (
+    ConversionWarning,
+    ConverterError,
+    FormatError,
+    InputWarning,
+    RuntimeFallbackWarning,
+    UnsupportedError,
+)
 from .exported import ConvertedModel, export
 from .ir.core import Block, Function, Op, Program, Value
 from .migration import MigrationReport, migrate
@@ -32,6 +39,7 @@ __all__ = [
     "DestinationError",
     "FormatError",
     "InputWarning",
+    "RuntimeFallbackWarning",
     "MigrationReport",
     "Function",
     "Op",

@@ -258,16 +258,25 @@ def explain(program: Program, op_name: str, pipeline: str | Sequence[Pass] | Non
 
 
 def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
-        max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> dict[str, Any]:
+        max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
+        runtime: str | None = "interpreter") -> dict[str, Any]:
     """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring). The run is bounded
     (an untrusted model may loop forever or declare huge tensors): ``max_loop_iterations`` per loop
     and ``max_tensor_bytes`` per tensor, defaults in `converter.limits`; beyond them, an
-    `EvaluationError`."""
-    from .ir.interpreter import Interpreter, lookup_function
-    from .runtime_io import adapt_feeds, adapt_outputs
+    `EvaluationError`. ``runtime``: "interpreter" (the reference, default), "onnxruntime" or "auto"
+    (converter/runtimes); when onnxruntime cannot run the program the interpreter does, with a
+    `RuntimeFallbackWarning` saying why."""
+    import warnings
 
-    fn = lookup_function(program, function)
-    interpreter = Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
-                              max_tensor_bytes=max_tensor_bytes)
-    out = interpreter.run(adapt_feeds(fn, feeds, max_tensor_bytes=max_tensor_bytes), fn.name)
-    return adapt_outputs(fn, out)
+    from .errors import RuntimeFallbackWarning
+    from .runtimes import prepare
+
+    prepared = prepare(program, runtime=runtime, function=function, seed=seed,
+                       max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
+    if prepared.note:  # before running: the run may fail, with the interpreter's error
+        warnings.warn(prepared.note, RuntimeFallbackWarning, stacklevel=2)
+    known = prepared.note
+    out = prepared.run(feeds)
+    if prepared.note != known:  # onnxruntime failed during the run
+        warnings.warn(prepared.note, RuntimeFallbackWarning, stacklevel=2)
+    return out

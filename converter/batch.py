@@ -85,7 +85,7 @@ def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | N
                  check: bool = False, overwrite: bool = False, max_loop_iterations: int | None = None,
                  max_tensor_bytes: int | None = None, passes: str = "default", verify: bool = False,
                  on_outcome: Callable[[Outcome], None] | None = None, executor: str = "inline",
-                 jobs: int | None = None) -> list[Outcome]:
+                 jobs: int | None = None, runtime: str = "interpreter") -> list[Outcome]:
     """Convert every model under ``src`` to ``out`` (see the module docstring); one outcome per
     model (and first, one per folder that could not be listed), each also passed to ``on_outcome``
     as soon as that model is done (the folders last).
@@ -96,7 +96,7 @@ def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | N
     or an ``out`` that is not a folder raises before anything is done. Every model is found before
     the first is written, and no destination may be a source, lie inside one or hold one
     (converter/destination.py), so converting a folder into itself rewrites no input. With
-    ``check``, each written model is run against its source on random inputs
+    ``check``, each written model is run against its source on random inputs (by ``runtime``: converter/runtimes)
     (`converter.check.compare`, bounded by ``max_loop_iterations`` and ``max_tensor_bytes`` as
     `converter.run` is) and ``Outcome.differences`` is filled in. Each model is optimized with
     ``passes`` first (as `converter.convert` does; ``verify``: the verifier after every pass).
@@ -116,7 +116,7 @@ def convert_tree(src: Path, out: Path, *, target: str | None = None, to: str | N
 
     report = migrate(src, out, to=to or "mil", target=target, passes=passes, check=check, overwrite=overwrite,
                      verify=verify, max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes,
-                     journal=False, executor=executor, jobs=jobs, on_result=to_outcome)
+                     runtime=runtime, journal=False, executor=executor, jobs=jobs, on_result=to_outcome)
     unlisted = [Outcome(src, None, ConverterError(e)) for e in report.errors]  # known only now: reported last
     if on_outcome is not None:
         for o in unlisted:

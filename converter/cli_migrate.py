@@ -7,6 +7,7 @@ import sys
 import click
 
 from .cli_output import fail
+from .cli_verify import runtime_option
 from .errors import ConverterError
 
 __all__ = ["migrate_cmd"]
@@ -36,9 +37,10 @@ __all__ = ["migrate_cmd"]
               help="Where the workers run: processes on this machine, or a Dask cluster (converter[dask]).")
 @click.option("--scheduler", default=None, metavar="ADDRESS",
               help="A Dask scheduler to run on (e.g. tcp://HOST:8786; implies --executor dask).")
+@runtime_option
 def migrate_cmd(src: str, dst: str, fmt: str, target: str | None, passes: str, jobs: int | None, timeout: float,
                 memory_mib: int, no_check: bool, copy_other: bool, overwrite: bool, executor: str,
-                scheduler: str | None) -> None:
+                scheduler: str | None, runtime: str) -> None:
     """Convert every model under SRC_DIR to the same place under DST_DIR (NeuralNetwork .mlmodel ->
     .mlpackage by default), in parallel, and write DST_DIR/migration-report.json and .md.
 
@@ -55,7 +57,7 @@ def migrate_cmd(src: str, dst: str, fmt: str, target: str | None, passes: str, j
         report = migrate(src, dst, to=fmt, target=target, passes=passes, jobs=jobs, timeout=timeout,
                          memory_mib=memory_mib, check=not no_check, copy_other=copy_other, overwrite=overwrite,
                          executor=executor, scheduler=scheduler, on_start=progress.start,
-                         on_result=progress.result)
+                         on_result=progress.result, runtime=runtime)
     except ConverterError as e:
         progress.close()
         fail(e)

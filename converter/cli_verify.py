@@ -12,6 +12,16 @@ from .cli_output import fail as _fail
 from .errors import ConverterError, printable
 from .verify import VerifyReport
 
+RUNTIME_HELP = ("What runs the models: onnxruntime (native speed; needs converter[ort]; a model with ops ONNX cannot "
+                "express runs in the interpreter, with a note), the interpreter (the reference), or auto: "
+                "onnxruntime when installed, else the interpreter.")
+
+
+def runtime_option(f):  # noqa: ANN001, ANN201 - a click decorator
+    """``--runtime auto|onnxruntime|interpreter`` (default auto), shared by run, verify, convert --check, migrate."""
+    return click.option("--runtime", default="auto", show_default=True,
+                        type=click.Choice(["auto", "onnxruntime", "interpreter"]), help=RUNTIME_HELP)(f)
+
 
 def progress(line: str) -> None:
     """Say on stderr which model starts running (a deep model takes tens of seconds)."""
@@ -45,11 +55,14 @@ def print_report(report: VerifyReport, *, as_json: bool = False) -> None:
               help="Stop the models' loops after this many iterations in all, with an error.")
 @click.option("--max-tensor-mib", type=click.IntRange(min=1), default=None,
               help="Refuse to make a tensor larger than this many MiB, with an error.")
+@runtime_option
 def verify_cmd(source: str, converted: str, inputs_path: str | None, seed: int, rtol: float | None,
-               atol: float | None, as_json: bool, max_loop_iterations: int | None, max_tensor_mib: int | None) -> None:
+               atol: float | None, as_json: bool, max_loop_iterations: int | None, max_tensor_mib: int | None,
+               runtime: str) -> None:
     """Run SOURCE and CONVERTED on the same inputs and judge each output against a tolerance chosen by
     its dtype (integers and labels exactly). Features are paired by name, then by position (with a
-    note). Exit status: 0 when every output is within tolerance, 1 when one is not, 2 on an error."""
+    note). Both run with --runtime (a model onnxruntime cannot run runs in the interpreter; the report
+    notes it). Exit status: 0 when every output is within tolerance, 1 when one is not, 2 on an error."""
     import warnings
 
     from .errors import InputWarning
@@ -61,7 +74,7 @@ def verify_cmd(source: str, converted: str, inputs_path: str | None, seed: int, 
             report = verify(source, converted, inputs=inputs_path, seed=seed, rtol=rtol, atol=atol,
                             max_loop_iterations=max_loop_iterations,
                             max_tensor_bytes=None if max_tensor_mib is None else max_tensor_mib << 20,
-                            progress=progress)
+                            progress=progress, runtime=runtime)
         for message in dict.fromkeys(str(w.message) for w in caught):  # once, though both models warn
             click.echo(printable(f"warning: {message}"), err=True)
     except ConverterError as e:

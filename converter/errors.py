@@ -130,5 +130,9 @@ class InputWarning(UserWarning):
     """An input that runs but is probably not what the user meant (e.g. float pixels for an image)."""
 
 
+class RuntimeFallbackWarning(UserWarning):
+    """The runtime asked for cannot run a model, so the reference interpreter runs it (the message says why)."""
+
+
 class ConversionWarning(UserWarning):
     """Something the user should know about a conversion that still succeeded (e.g. a renamed feature)."""

@@ -341,7 +341,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
            seed: int = 0, rtol: float | None = None, atol: float | None = None,
            max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
            source_file: str | None = None, converted_file: str | None = None,
-           progress: Callable[[str], None] | None = None) -> VerifyReport:
+           progress: Callable[[str], None] | None = None, runtime: str | None = "interpreter") -> VerifyReport:
     """Run ``source`` and ``converted`` (paths or loaded Programs, default functions) on the same
     inputs and judge each output (see the module docstring).
 
@@ -350,19 +350,30 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     The runs are bounded like `converter.run`'s (``max_loop_iterations``, ``max_tensor_bytes``).
     ``source_file``/``converted_file`` name the models in errors and in the report (default: their
     paths). ``progress`` is called with "running NAME ..." as each model starts (a deep model takes
-    seconds). Errors (a model that cannot be read or run, inputs that do not fit) are
+    seconds). ``runtime``: what runs both models, "interpreter" (the reference, default),
+    "onnxruntime" or "auto" (converter/runtimes); a model onnxruntime cannot run is run by the
+    interpreter, and the report's notes say so. Errors (a model that cannot be read or run, inputs that do not fit) are
     `ConverterError`s naming the file; a mismatch is not an error but a failing report.
     """
-    from functools import partial
-
-    from .api import run as run_program
     from .ir.interpreter import lookup_function
     from .runtime_io import check_names
+    from .runtimes import prepare, resolve
 
     for what, x in (("rtol", rtol), ("atol", atol)):
         if x is not None and not (x >= 0 and math.isfinite(x)):
             raise UnsupportedError(f"{what} must be a finite number >= 0, got {x}")
-    run = partial(run_program, max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
+    runtime = resolve(runtime)
+    notes: list[str] = []
+
+    def run(program: Program, feeds: Mapping[str, Any], label: str, side: str, *, function: str) -> dict[str, Any]:
+        prepared = prepare(program, runtime=runtime, function=function, max_loop_iterations=max_loop_iterations,
+                           max_tensor_bytes=max_tensor_bytes)
+        say(f"running {label} ...")
+        out = prepared.run(feeds)
+        if prepared.note:
+            notes.append(f"{side}: {prepared.note}")
+        return out
+
     say = progress or (lambda _line: None)
     src_prog, src_label = _load(source, source_file)
     try:
@@ -376,8 +387,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
 
             feeds, where = read_arrays(str(inputs)), str(inputs)
         check_names(src_fn, feeds)  # before anything runs: every unknown and missing input at once
-        say(f"running {src_label} ...")
-        a = run(src_prog, feeds, function=src_fn.name)
+        a = run(src_prog, feeds, src_label, "the source", function=src_fn.name)
     except ConverterError as e:
         raise e.with_location(file=source_file or (None if isinstance(source, Program) else str(source))) from None
     conv_prog, conv_label = _load(converted, converted_file)
@@ -395,8 +405,8 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
         note = _position_note("inputs", in_pairs)
         if note:
             report.notes.append(note)
-        say(f"running {conv_label} ...")
-        b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, function=conv_fn.name)
+        b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, conv_label, "the converted model",
+                function=conv_fn.name)
     except ConverterError as e:
         raise e.with_location(file=converted_file or (None if isinstance(converted, Program) else str(converted))) \
             from None
@@ -420,6 +430,9 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     note = _position_note("outputs", out_pairs)
     if note:
         report.notes.append(note)
+    if len(notes) == 2 and notes[0].split(": ", 1)[1] == notes[1].split(": ", 1)[1]:
+        notes = [f"both models: {notes[0].split(': ', 1)[1]}"]
+    report.notes += notes
     if extra:
         report.notes.append(f"the converted model has outputs the source has not: {', '.join(extra)}")
     return report

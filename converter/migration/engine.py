@@ -43,7 +43,7 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
             overwrite: bool = False, executor: str = "local", scheduler: str | None = None,
             on_start: Callable[[int, int], None] | None = None,
             on_result: Callable[[ModelEntry], None] | None = None, verify: bool = False,
-            max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
+            max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None, runtime: str = "interpreter",
             journal: bool = True) -> MigrationReport:
     """Convert every model under ``src`` to the same relative place under ``dst``; returns the report
     (also written to ``dst``/migration-report.json and .md).
@@ -56,7 +56,8 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     converts only the models not done yet or whose source changed (the journal).
     ``on_start(to_do, total)`` is called once the work is planned; ``on_result`` with each
     model's entry as it finishes (also for the models a rerun skips, first). ``verify``: the IR
-    verifier after every pass; ``max_loop_iterations``/``max_tensor_bytes`` bound the check's runs.
+    verifier after every pass; ``max_loop_iterations``/``max_tensor_bytes`` bound the check's runs;
+    ``runtime`` runs them ("interpreter", "onnxruntime" or "auto": converter/runtimes).
 
     ``journal=False`` is ``converter convert FOLDER -o OUT``: no journal, no report files, nothing
     skipped, and OUT is created only for the models written (it may be the source folder itself;
@@ -64,6 +65,7 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     process, one model after the other, without limits.
     """
     from ..passes.pipelines import resolve
+    from ..runtimes import resolve as resolve_runtime
 
     src, dst = Path(src), Path(dst)
     fmt = output_format(to)
@@ -73,7 +75,8 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     resolve(fmt if passes == "default" and fmt == "neuralnetwork" else passes)  # unknown passes: now
     _check_folders(src, dst, same_allowed=not journal)
     options = MigrationOptions(to=fmt, target=target, passes=passes, check=check, verify=verify,
-                               max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
+                               max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes,
+                               runtime=resolve_runtime(runtime) if check else "interpreter")
     settings = WorkerSettings(options, timeout, memory_mib)
     limits = {"timeout": timeout, "memory_mib": memory_mib}
     runner = make_executor(executor, jobs=jobs, scheduler=scheduler)

@@ -43,6 +43,7 @@ class MigrationOptions:
     verify: bool = False  # the IR verifier after every pass
     max_loop_iterations: int | None = None  # bounds of the check's runs (as for converter.run)
     max_tensor_bytes: int | None = None
+    runtime: str = "interpreter"  # what runs the check (converter/runtimes; "auto" resolved before)
 
     def key(self) -> str:
         return json.dumps(asdict(self), sort_keys=True)

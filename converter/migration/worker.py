@@ -40,7 +40,8 @@ RESULT_MARK = "CONVERTER-MIGRATE-RESULT "
 
 
 def check_result(source_program: Any, written_path: str | os.PathLike, *, source_file: str | None = None,
-                 max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
+                 max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
+                 runtime: str = "interpreter") -> tuple[float, bool, list[str], dict[str, float]]:
     """Verify the written model against the source program (`converter.verify.verify`: the same
     seeded random inputs, each output judged by its dtype's tolerance, features paired by name then
     position): (largest absolute difference over all outputs, the verdict, notes for the outputs
@@ -50,7 +51,7 @@ def check_result(source_program: Any, written_path: str | os.PathLike, *, source
     from ..verify import verify
 
     report = verify(source_program, written_path, source_file=source_file, converted_file=str(written_path),
-                    max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
+                    max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes, runtime=runtime)
     diffs = {o.name: float(o.max_abs_error) for o in report.outputs}
     worst = max(diffs.values(), default=0.0)
     notes = [f"output '{o.name}': {o.note or 'differs by ' + format(o.max_abs_error, '.3g')} "
@@ -117,7 +118,7 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
             try:
                 max_error, passed, notes, entry["differences"] = check_result(
                     source, dest, source_file=str(task.source), max_loop_iterations=options.max_loop_iterations,
-                    max_tensor_bytes=options.max_tensor_bytes)
+                    max_tensor_bytes=options.max_tensor_bytes, runtime=options.runtime)
             except ConverterError as e:  # e.g. an input no random value can be made for
                 entry["status"], entry["reason"] = "failed", f"the check failed: {e}"
             else:
