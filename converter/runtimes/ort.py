@@ -146,18 +146,24 @@ class OrtRunner:
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs for ``feeds`` (as `converter.run` takes and gives them)."""
+        from ..backends.onnx.lowering.state import state_output_name
+        from ..ir.runtime import StateCell
         from ..runtime_io import adapt_feeds, adapt_outputs
 
         adapted = adapt_feeds(self.fn, feeds, max_tensor_bytes=self.max_tensor_bytes)
         ort_feeds = {}
         for name, dt in self.input_types.items():
-            x = np.asarray(adapted[name])
+            given = adapted[name]
+            x = np.asarray(given.value if isinstance(given, StateCell) else given)  # a state: its value now
             ort_feeds[name] = x if dt is None or x.dtype == dt else x.astype(dt)
         try:
             values = self.session.run(self.output_names, ort_feeds)
         except Exception as e:  # onnxruntime's own exception types
             raise OrtCannotRun(_one_line(str(e))) from None
         got = dict(zip(self.output_names, values))
+        for v in self.fn.inputs:  # a state's final value comes back as the output S_out (lowering/state.py)
+            if isinstance(adapted[v.name], StateCell):
+                adapted[v.name].value = np.array(got[state_output_name(v.name)], copy=True)
         return adapt_outputs(self.fn, {v.name: _as_ir_output(v, got[v.name]) for v in self.fn.outputs})
 
 

@@ -181,7 +181,7 @@ def feeds_for(path: Path, prog: Program) -> dict[str, Any]:
     if mid in SEQUENCE_STEPS:
         feeds = _with_steps(feeds, prog, SEQUENCE_STEPS[mid])
     rng = np.random.default_rng(1)
-    for name, dim in _embedding_index_inputs(read_spec(path)).items():
+    for name, dim in (_embedding_index_inputs(read_spec(path)) if path.is_file() else {}).items():
         x = np.asarray(feeds[name])
         feeds[name] = rng.integers(0, dim, x.shape).astype(x.dtype)
     return feeds

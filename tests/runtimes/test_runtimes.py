@@ -301,3 +301,26 @@ def test_convert_to_onnx_check_reads_the_written_model_back(tmp_path, runtime):
     result = invoke("convert", source, "-o", out, "--to", "onnx", "--check", "--runtime", runtime)
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("PASS: 2 outputs within tolerance") and "note:" not in result.stdout
+
+
+def test_onnxruntime_carries_a_state_like_the_interpreter() -> None:
+    """A state is the ONNX input S and output S_out: the runner feeds the cell's value and writes
+    S_out back into the cell, so two runs in a row agree with the interpreter's."""
+    from converter.ir.builder import new_program
+    from converter.ir.runtime import StateCell
+    from converter.ir.types import StateType, TensorType, dtype
+
+    t = TensorType(dtype("fp32"), (2, 3))
+
+    def body(b, cache, x):  # noqa: ANN001, ANN202
+        new = b.add(x=b.read_state(input=cache), y=x)
+        b.coreml_update_state(state=cache, value=new)
+        return [b.mul(x=new, y=np.float32(2.0), name="out")]
+
+    prog = new_program([("cache", StateType(t)), ("x", t)], body, opset="iOS18")
+    x = np.linspace(-1, 1, 6, dtype=np.float32).reshape(2, 3)
+    cells = {rt: StateCell(np.ones((2, 3), np.float32)) for rt in ("interpreter", "onnxruntime")}
+    for _ in range(2):
+        outs = {rt: converter.run(prog, {"cache": cell, "x": x}, runtime=rt)["out"] for rt, cell in cells.items()}
+        np.testing.assert_allclose(outs["onnxruntime"], outs["interpreter"], rtol=1e-6)
+        np.testing.assert_allclose(cells["onnxruntime"].value, cells["interpreter"].value, rtol=1e-6)

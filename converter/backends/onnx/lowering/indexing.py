@@ -80,6 +80,19 @@ def _scatter_mode(e: OnnxEmitter, op: Op) -> tuple[str, str]:
     return _REDUCTION[mode], updates
 
 
+def _write_scatter(e: OnnxEmitter, op: Op, op_type: str, indices: str, updates: str, reduction: str,
+                   **attrs: object) -> None:
+    """A ScatterElements/ScatterND node; an fp16 reduction in fp32 (onnxruntime's CPU scatters
+    reduce float, double and integers only), rounded back once."""
+    data = e.input(op, "data")
+    red = None if reduction == "none" else reduction
+    if red is None or e.dtype(op.inputs["data"]).name != "fp16":
+        e.node(op_type, [data, indices, updates], [e.out(op)], reduction=red, **attrs)
+        return
+    y = e.node(op_type, [e.cast(data, "fp32"), indices, e.cast(updates, "fp32")], reduction=red, **attrs)
+    e.node("Cast", [y], [e.out(op)], to=onnx_type("fp16"))
+
+
 @lowering("scatter", note="ScatterElements with the 1-D indices broadcast along axis (sub: add of -updates; "
                           "max/min from opset 18; div refused)")
 def _scatter(e: OnnxEmitter, op: Op) -> None:
@@ -90,23 +103,20 @@ def _scatter(e: OnnxEmitter, op: Op) -> None:
     idx = to_int64(e, op, "indices")
     shaped = e.node("Reshape", [idx, e.int64s([-1 if i == axis else 1 for i in range(rank)])])
     full = e.node("Expand", [shaped, shape_of(e, uv)])
-    e.node("ScatterElements", [e.input(op, "data"), full, updates], [e.out(op)], axis=axis,
-           reduction=None if reduction == "none" else reduction)
+    _write_scatter(e, op, "ScatterElements", full, updates, reduction, axis=axis)
 
 
 @lowering("scatter_along_axis", note="ScatterElements (sub: add of -updates; max/min from opset 18; div refused)")
 def _scatter_along_axis(e: OnnxEmitter, op: Op) -> None:
     reduction, updates = _scatter_mode(e, op)
     axis = int_param(e, op, "axis") % e.rank(op.inputs["data"])
-    e.node("ScatterElements", [e.input(op, "data"), to_int64(e, op, "indices"), updates], [e.out(op)], axis=axis,
-           reduction=None if reduction == "none" else reduction)
+    _write_scatter(e, op, "ScatterElements", to_int64(e, op, "indices"), updates, reduction, axis=axis)
 
 
 @lowering("scatter_nd", note="ScatterND (sub: add of -updates; max/min from opset 18; div refused)")
 def _scatter_nd(e: OnnxEmitter, op: Op) -> None:
     reduction, updates = _scatter_mode(e, op)
-    e.node("ScatterND", [e.input(op, "data"), to_int64(e, op, "indices"), updates], [e.out(op)],
-           reduction=None if reduction == "none" else reduction)
+    _write_scatter(e, op, "ScatterND", to_int64(e, op, "indices"), updates, reduction)
 
 
 @lowering("select", note="Where")
