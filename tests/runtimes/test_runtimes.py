@@ -301,3 +301,18 @@ def test_convert_to_onnx_check_reads_the_written_model_back(tmp_path, runtime):
     result = invoke("convert", source, "-o", out, "--to", "onnx", "--check", "--runtime", runtime)
     assert result.exit_code == 0, result.output
     assert result.stdout.rstrip().endswith("PASS: 2 outputs within tolerance") and "note:" not in result.stdout
+
+
+def test_a_bug_in_the_onnx_export_falls_back_with_a_note(monkeypatch):
+    """A lowering that raises (a bug) does not stop the run: the interpreter runs it and says why."""
+    from converter.backends.onnx.lowering import LOWERINGS, Lowering, load_all
+
+    load_all()
+
+    def broken(e, op):
+        raise KeyError("boom")
+
+    monkeypatch.setitem(LOWERINGS, "relu", [Lowering("relu", "direct", broken)])
+    with pytest.warns(RuntimeFallbackWarning, match="internal error in the ONNX export: KeyError: 'boom'"):
+        got = converter.run(_affine_relu(), {"x": X}, runtime="onnxruntime")
+    np.testing.assert_allclose(got["y"], _want(X)["y"], rtol=1e-6)
