@@ -3,8 +3,8 @@
 converter.load -> converter.save(to="onnx") -> onnx.checker full check -> onnxruntime, compared
 with our interpreter on the same input (the model's output is the per-pixel argmax, int32: every
 pixel must agree). The palettized weights stay palettized (uint8 indices gathered from their
-256-entry tables), so the file is about a quarter of the dense fp32 weights. Takes ~8 s (the
-interpreter run dominates)."""
+256-entry tables), so the file is about a quarter of the dense fp32 weights. The DeepLabV3 test
+takes ~8 s idle (the interpreter run dominates): marked slow."""
 
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from converter.errors import UnsupportedError
 MODEL = Path(__file__).resolve().parents[2] / "../shared/data/models/real/9de70cc9_DeepLabV3Int8LUT.mlmodel"
 
 
+@pytest.mark.slow  # about 8 s idle: one 513x513 DeepLabV3 run in the reference interpreter
 @pytest.mark.skipif(not MODEL.exists(), reason="shared model data not present")
 def test_deeplab_int8_lut_exports_and_matches_the_interpreter(tmp_path: Path) -> None:
     program = converter.load(str(MODEL))

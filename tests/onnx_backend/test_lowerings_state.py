@@ -76,3 +76,13 @@ def test_state_written_inside_a_cond_is_refused() -> None:
     prog = new_program([("cache", StateType(T)), ("x", T)], body, opset="iOS18")
     with pytest.raises(UnsupportedError, match="coreml_update_state 'inner'.*control-flow block"):
         program_to_onnx(prog)
+
+
+def test_state_output_name_is_fixed_and_a_collision_is_refused() -> None:
+    from converter.backends.onnx.lowering.state import state_output_name
+
+    assert state_output_name("cache") == "cache_out"
+    prog = new_program([("cache", StateType(T))], lambda b, c: [b.relu(x=b.read_state(input=c), name="cache_out")],
+                       opset="iOS18")
+    with pytest.raises(UnsupportedError, match="state 'cache' is written to the output 'cache_out'"):
+        program_to_onnx(prog)

@@ -253,3 +253,15 @@ def test_cli_converts_an_onnx_model_to_mil(tmp_path):
     assert r.exit_code == 0, r.output
     x = np.full((64, 4), 2.0, np.float32)
     np.testing.assert_allclose(run(converter.load(out), {"x": x})["y"], _ort(model, {"x": x})["y"])
+
+
+def test_convert_api_takes_an_onnx_path(tmp_path):
+    model, w = _weighted_model()
+    src = tmp_path / "m.onnx"
+    onnx.save(model, src)
+    prog = converter.convert(src, to="mil", out=tmp_path / "m.mlpackage")
+    x = np.full((64, 4), -1.5, np.float32)
+    want = _ort(model, {"x": x})["y"]
+    np.testing.assert_allclose(converter.run(prog, {"x": x})["y"], want)
+    np.testing.assert_allclose(run(converter.load(tmp_path / "m.mlpackage"), {"x": x})["y"], want)
+    assert src.read_bytes() == model.SerializeToString()  # the source is never written

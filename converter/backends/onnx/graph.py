@@ -64,7 +64,10 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
 
     outputs = []
     if not failed:
-        outputs += state_outputs(e, fn)  # a state's value at the end (lowering/state.py)
+        try:
+            outputs += state_outputs(e, fn)  # a state's value at the end (lowering/state.py)
+        except LoweringError as err:
+            problems.append(err.message)
     for v in fn.outputs:
         if v in failed:
             continue

@@ -4,8 +4,8 @@ ONNX graphs have no state. A state input ``S`` of the function becomes the graph
 tensor the state holds when the prediction starts, its wrapped type) and the graph output
 ``S_out`` (what it holds at the end: the last value written, else ``S`` unchanged) -- the
 past/present convention of ONNX decoder models. The caller carries ``S_out`` into the next run's
-``S``. (If ``S_out`` is already a name of the function, a fresh ``S_out__N`` is used; the output's
-doc_string says which state it updates.)
+``S`` (`state_output_name`). A function that already has a value named ``S_out`` is refused (the
+name is the interface).
 
 In the graph the state's current value is simply the ONNX name the state value is bound to:
 ``coreml_update_state`` rebinds it to the written value, ``read_state`` reads it. A write inside a
@@ -36,14 +36,21 @@ def state_input_info(v: Value, doc: str = "") -> onnx.ValueInfoProto:
                                          doc_string=doc or f"state '{v.name}' at the start of the prediction")
 
 
+def state_output_name(state: str) -> str:
+    """The graph output holding state ``state``'s value at the end of a prediction."""
+    return f"{state}_out"
+
+
 def state_outputs(e: OnnxEmitter, fn: Function) -> list[onnx.ValueInfoProto]:
     """One graph output per state input: its value at the end (``<name>_out``)."""
     infos = []
     for v in fn.inputs:
         if not is_state(v):
             continue
-        name = f"{v.name}_out"
-        name = e.fresh(name) if name in e._taken else name
+        name = state_output_name(v.name)
+        if name in e._taken:
+            raise LoweringError(f"state '{v.name}' is written to the output '{name}', which is already a value "
+                                "name of the function")
         e._taken.add(name)
         e.node("Identity", [e.name(v)], [name])
         t = v.type.wrapped
