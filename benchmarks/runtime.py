@@ -19,6 +19,16 @@ Inputs: the .npz beside a builder model, the stored inputs of a torch model, els
     python benchmarks/runtime.py [--repeat 3] [--models SUBSTRING] [--verify] [--json OUT.json]
 
 The machine is shared (2 cores): numbers move with its load; run it when it is quiet.
+
+Measured 2026-11-26 on the 2-core machine under heavy load (load average 13-18; every wall time is
+inflated about 3x against an idle run): 97 files, 64 run in onnxruntime, 9 fall back (loops,
+flexible-length lstm, run-time tensor lists), 24 do not run at all (not neural networks,
+malformed, 3a80f611 needs 7-step inputs). Steady state, interpreter -> onnxruntime: DeepLabV3
+8,455 -> 792 ms (x11), CPM 4,320 -> 36 ms (x121), SqueezeNetInt8LUT 2,856 -> 32 ms (x90),
+hourglass 2,340 -> 55 ms (x42), SqueezeNetFP16 1,293 -> 31 ms (x42); the 55 small models (under
+10 ms in the interpreter): median 0.41 -> 0.04 ms, but a first run costs a median 17 ms in
+onnxruntime (export + session) against 0.9 ms in the interpreter. DeepLabV3 ``converter verify``
+end to end: interpreter 22.5 s, onnxruntime 4.7 s (same load; 1.4 s of CPU time in all).
 """
 
 from __future__ import annotations

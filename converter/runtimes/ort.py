@@ -18,8 +18,8 @@ interpreter instead):
 - an op would make a tensor larger than ``max_tensor_bytes``: the interpreter refuses it with
   its error before running;
 - the function is not the program's default one (the ONNX export holds that one), or
-- the model is over 2 GB (one protobuf message cannot hold it), onnxruntime refuses the exported
-  model, or fails during a run.
+- the export fails (an internal error), the model is over 2 GB (one protobuf message cannot hold
+  it), onnxruntime refuses the exported model, or fails during a run.
 
 Session options: full graph optimization (fusions pay back within one run of a conv net; measured
 in benchmarks/runtime.py), worker threads that do not spin while idle, warnings off (the reason of
@@ -131,6 +131,8 @@ class OrtRunner:
             model = program_to_onnx(program, opset=opset, check=False)
         except UnsupportedError as e:
             raise OrtCannotRun(_one_line(e.message)) from None
+        except Exception as e:  # a bug in a lowering: the interpreter still runs the model (the note says why)
+            raise OrtCannotRun(_one_line(f"internal error in the ONNX export: {type(e).__name__}: {e}")) from None
         if model.ByteSize() >= TWO_GB:
             raise OrtCannotRun("the ONNX model is over 2 GB")
         self.model = model

@@ -324,3 +324,18 @@ def test_onnxruntime_carries_a_state_like_the_interpreter() -> None:
         outs = {rt: converter.run(prog, {"cache": cell, "x": x}, runtime=rt)["out"] for rt, cell in cells.items()}
         np.testing.assert_allclose(outs["onnxruntime"], outs["interpreter"], rtol=1e-6)
         np.testing.assert_allclose(cells["onnxruntime"].value, cells["interpreter"].value, rtol=1e-6)
+
+
+def test_a_bug_in_the_onnx_export_falls_back_with_a_note(monkeypatch):
+    """A lowering that raises (a bug) does not stop the run: the interpreter runs it and says why."""
+    from converter.backends.onnx.lowering import LOWERINGS, Lowering, load_all
+
+    load_all()
+
+    def broken(e, op):
+        raise KeyError("boom")
+
+    monkeypatch.setitem(LOWERINGS, "relu", [Lowering("relu", "direct", broken)])
+    with pytest.warns(RuntimeFallbackWarning, match="internal error in the ONNX export: KeyError: 'boom'"):
+        got = converter.run(_affine_relu(), {"x": X}, runtime="onnxruntime")
+    np.testing.assert_allclose(got["y"], _want(X)["y"], rtol=1e-6)
