@@ -36,6 +36,7 @@ _FAMILIES = (
     "control_flow",
     "resample",
     "state",
+    "detection",
 )
 
 
