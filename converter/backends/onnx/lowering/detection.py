@@ -7,8 +7,8 @@ box unless an already kept box (of the same best class with ``per_class_suppress
 with IoU > ``iou_threshold``, stops at ``max_boxes`` in all, and pads boxes/scores with 0 and
 indices with -1 (iOS15 also returns the count, and the best box alone when none passes).
 
-ONNX NonMaxSuppression suppresses per class with ``max_output_boxes_per_class`` and its own order
-among equal scores (onnxruntime's heap does not break ties by index). So it is fed *rank scores*
+ONNX NonMaxSuppression suppresses per class with ``max_output_boxes_per_class`` and leaves the
+order among equal scores open (onnxruntime's heap compares scores only). So it is fed *rank scores*
 instead of the scores: box ``i`` scores ``B - position of i`` in a stable descending sort of the
 best scores (TopK: ties by lower index), 0 when it fails the threshold, and NMS keeps scores
 > 0.5. Its processing order is then exactly MIL's. Per-class suppression gives each box its rank
