@@ -37,6 +37,7 @@ _FAMILIES = (
     "resample",
     "state",
     "detection",
+    "quantized_conv",
 )
 
 
