@@ -69,7 +69,7 @@ SCORES = np.array([
 
 
 def _check(boxes: np.ndarray, scores: np.ndarray, iou: float, score_thr: float | None, max_boxes: int,
-           per_class: bool, *, dtype: type = np.float32) -> None:
+           per_class: bool, *, dtype: type = np.float32, opset: int | None = None) -> None:
     boxes, scores = boxes.astype(dtype), scores.astype(dtype)
     want = _reference(boxes, scores, iou, score_thr, max_boxes, per_class)
     if score_thr is None:  # iOS17: boxes [n, 4, B], scores [n, K, B]; no count
@@ -83,8 +83,8 @@ def _check(boxes: np.ndarray, scores: np.ndarray, iou: float, score_thr: float |
         prog = program(feeds, lambda bld, b, s: bld.non_maximum_suppression(
             boxes=b, scores=s, iou_threshold=dtype(iou), score_threshold=dtype(score_thr),
             max_boxes=max_boxes, per_class_suppression=per_class), opset="iOS15")
-    got, interp = run_both(prog, feeds)
-    assert "NonMaxSuppression" in op_types(prog)
+    got, interp = run_both(prog, feeds, opset)
+    assert "NonMaxSuppression" in op_types(prog, opset)
     assert len(got) == len(want)
     for g, i, w in zip(got.values(), interp.values(), want):
         assert g.dtype == w.dtype and g.shape == w.shape
@@ -137,3 +137,10 @@ def test_fp16() -> None:
 
 def test_max_boxes_zero() -> None:
     _check(BOXES, SCORES, 0.3, 0.3, 0, False)
+
+
+@pytest.mark.parametrize("opset", [17, 18, 19, 20, 21])
+def test_every_opset(opset: int) -> None:
+    """ReduceMax takes its axes as an attribute before opset 18, as an input from 18."""
+    _check(BOXES, SCORES, 0.3, 0.32, 4, True, opset=opset)
+    _check(BOXES, SCORES, 0.3, None, 4, False, opset=opset)
