@@ -9,7 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from .helpers import op_types, program, run_both
+from converter.ir.builder import new_program
+from converter.ir.types import Symbol, TensorType, dtype
+
+from .helpers import op_types, program, run_both, session
 
 
 def _iou(a: np.ndarray, b: np.ndarray) -> float:
@@ -144,3 +147,17 @@ def test_every_opset(opset: int) -> None:
     """ReduceMax takes its axes as an attribute before opset 18, as an input from 18."""
     _check(BOXES, SCORES, 0.3, 0.32, 4, True, opset=opset)
     _check(BOXES, SCORES, 0.3, None, 4, False, opset=opset)
+
+
+def test_symbolic_batch_and_box_count() -> None:
+    """One model for any number of boxes: B and the batch are dim_params, read with Shape at run time."""
+    n, count = Symbol("n"), Symbol("boxes")
+    prog = new_program([("b", TensorType(dtype("fp32"), (n, count, 4))), ("s", TensorType(dtype("fp32"), (n, count, 3)))],
+                       lambda bld, b, s: bld.non_maximum_suppression(
+                           boxes=b, scores=s, iou_threshold=np.float32(0.3), score_threshold=np.float32(0.32),
+                           max_boxes=5, per_class_suppression=True), opset="iOS15")
+    sess = session(prog)
+    for boxes, scores in ((BOXES, SCORES), (BOXES[:1, :4], SCORES[:1, :4])):
+        got = sess.run(None, {"b": boxes, "s": scores})
+        for g, w in zip(got, _reference(boxes, scores, 0.3, 0.32, 5, True)):
+            np.testing.assert_array_equal(g, w)
