@@ -35,9 +35,9 @@ def _reference(boxes, scores, iou_thr, score_thr, max_boxes, per_class):  # noqa
     out_i = np.full((n, max_boxes), -1, np.int32)
     counts = np.zeros(n, np.int32)
     for b in range(n):
-        best = [max(float(v) for v in scores[b, i]) for i in range(count)]
+        best = [float(np.max(scores[b, i].astype(np.float32))) for i in range(count)]  # NaN propagates
         cls = [int(np.argmax(scores[b, i])) for i in range(count)]
-        order = sorted(range(count), key=lambda i: (-best[i], i))
+        order = sorted(range(count), key=lambda i: (np.isnan(best[i]), 0.0 if np.isnan(best[i]) else -best[i], i))
         if score_thr is not None:
             order = [i for i in order if best[i] >= score_thr]
         kept: list[int] = []
@@ -161,3 +161,17 @@ def test_symbolic_batch_and_box_count() -> None:
         got = sess.run(None, {"b": boxes, "s": scores})
         for g, w in zip(got, _reference(boxes, scores, 0.3, 0.32, 5, True)):
             np.testing.assert_array_equal(g, w)
+
+
+@pytest.mark.parametrize("score_thr", [0.32, None])
+def test_nan_scores_sort_last(score_thr: float | None) -> None:
+    """A NaN best score sorts after every number (numpy's order; ONNX TopK puts NaN first) and
+    never passes a threshold; -inf scores sort before it."""
+    scores = SCORES.copy()
+    scores[0, 2, :] = np.nan
+    scores[0, 5, :] = -np.inf
+    scores[1, 0, 1] = np.nan
+    want = _reference(BOXES, scores, 0.3, score_thr, 6, False)
+    if score_thr is None:
+        assert want[2][0].tolist() == [0, 3, 5, 2, -1, -1]  # box 5 (-inf) before box 2 (NaN)
+    _check(BOXES, scores, 0.3, score_thr, 6, False)

@@ -55,8 +55,14 @@ def _nms(e: OnnxEmitter, op: Op) -> None:
     best = reduce_node(e, "ReduceMax", scores32, [2], keepdims=False)  # [n, B]
     n_boxes = e.node("Shape", [best], start=1, end=2)  # [1]
 
-    # rank score: B for the best box, ..., 1 for the last (stable descending order of best)
-    order = e.node("TopK", [best, n_boxes], 2, axis=1, largest=1, sorted=1)[1]
+    # rank score: B for the best box, ..., 1 for the last (stable descending order of best, NaN
+    # last as numpy sorts it: TopK would put NaN first, so NaN sorts as -inf, then moves behind)
+    is_nan = e.node("IsNaN", [best])
+    finite_first = e.node("Where", [is_nan, e.constant(np.float32(-np.inf)), best])
+    order = e.node("TopK", [finite_first, n_boxes], 2, axis=1, largest=1, sorted=1)[1]
+    numbers = e.cast(e.node("Not", [e.node("GatherElements", [is_nan, order], axis=1)]), "fp32")
+    nan_last = e.node("TopK", [numbers, n_boxes], 2, axis=1, largest=1, sorted=1)[1]
+    order = e.node("GatherElements", [order, nan_last], axis=1)
     count_down = e.cast(e.node("Range", [e.node("Squeeze", [n_boxes]), e.constant(np.int64(0)),
                                          e.constant(np.int64(-1))]), "fp32")
     descending = e.node("Expand", [count_down, e.node("Shape", [best])])
