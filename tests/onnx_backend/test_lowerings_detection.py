@@ -175,3 +175,15 @@ def test_nan_scores_sort_last(score_thr: float | None) -> None:
     if score_thr is None:
         assert want[2][0].tolist() == [0, 3, 5, 2, -1, -1]  # box 5 (-inf) before box 2 (NaN)
     _check(BOXES, scores, 0.3, score_thr, 6, False)
+
+
+@pytest.mark.parametrize("score_thr", [0.1, None])
+def test_one_nan_class_score_makes_the_best_nan(score_thr: float | None) -> None:
+    """numpy's max and argmax take a NaN among a box's class scores (the first NaN's class):
+    onnxruntime's ReduceMax / ArgMax skip it."""
+    scores = SCORES.copy()
+    scores[0, 3, 1] = np.nan
+    scores[1, 2, 2] = np.nan
+    scores[1, 5, 0] = np.nan
+    for per_class in (False, True):
+        _check(BOXES, scores, 0.05, score_thr, 6, per_class)

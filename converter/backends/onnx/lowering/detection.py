@@ -17,7 +17,9 @@ in rank order and cutting at ``max_boxes`` is MIL's global stop (a class never n
 ``max_boxes`` of its own). The IoU is ONNX's center-point form (center_point_box=1), which computes
 corners, areas and the ratio as MIL's formula does in float32. ``iou_threshold`` outside [0, 1]
 (onnxruntime refuses it): above 1 (or NaN) nothing is ever suppressed, as with 1; below 0 every box
-after the first of its class is suppressed, which is one box per class.
+after the first of its class is suppressed, which is one box per class. NaN scores follow numpy:
+a box with a NaN class score has a NaN best score and the first NaN's class (onnxruntime's
+ReduceMax / ArgMax skip NaN), sorts after every number and never passes a threshold.
 """
 
 from __future__ import annotations
@@ -50,9 +52,15 @@ def _nms(e: OnnxEmitter, op: Op) -> None:
     if last:  # to [n, B, 4] and [n, B, K]
         boxes = e.node("Transpose", [boxes], perm=[0, 2, 1])
         scores = e.node("Transpose", [scores], perm=[0, 2, 1])
+    zero = e.constant(np.float32(0))
     f32 = e.dtype(op.inputs["scores"]).name == "fp32"
     scores32 = scores if f32 else e.cast(scores, "fp32")
-    best = reduce_node(e, "ReduceMax", scores32, [2], keepdims=False)  # [n, B]
+    # a box's best score and class as numpy's max / argmax give them: a NaN score wins (onnxruntime's
+    # ReduceMax and ArgMax skip it), the first NaN's class
+    nan_scores = e.cast(e.node("IsNaN", [scores32]), "fp32")
+    has_nan = e.node("Greater", [reduce_node(e, "ReduceMax", nan_scores, [2], keepdims=False), zero])
+    best = e.node("Where", [has_nan, e.constant(np.float32(np.nan)),
+                            reduce_node(e, "ReduceMax", scores32, [2], keepdims=False)])  # [n, B]
     n_boxes = e.node("Shape", [best], start=1, end=2)  # [1]
 
     # rank score: B for the best box, ..., 1 for the last (stable descending order of best, NaN
@@ -67,7 +75,6 @@ def _nms(e: OnnxEmitter, op: Op) -> None:
                                          e.constant(np.int64(-1))]), "fp32")
     descending = e.node("Expand", [count_down, e.node("Shape", [best])])
     rank = e.node("ScatterElements", [descending, order, descending], axis=1)
-    zero = e.constant(np.float32(0))
     if not last:  # iOS15: score_threshold, and the best box alone when none passes it
         threshold = e.constant(np.float32(float_param(e, op, "score_threshold")))
         passes = e.node("GreaterOrEqual", [best, threshold])
@@ -77,7 +84,9 @@ def _nms(e: OnnxEmitter, op: Op) -> None:
         rank = e.node("Where", [e.node("Or", [passes, fallback]), rank, zero])
 
     if per_class:
-        best_class = e.node("Unsqueeze", [e.node("ArgMax", [scores32], axis=2, keepdims=0), e.int64s([1])])
+        best_class = e.node("Where", [has_nan, e.node("ArgMax", [nan_scores], axis=2, keepdims=0),
+                                      e.node("ArgMax", [scores32], axis=2, keepdims=0)])
+        best_class = e.node("Unsqueeze", [best_class, e.int64s([1])])
         n_classes = e.node("Squeeze", [e.node("Shape", [scores32], start=2, end=3)])
         classes = e.node("Reshape", [e.node("Range", [e.constant(np.int64(0)), n_classes, e.constant(np.int64(1))]),
                                      e.int64s([1, -1, 1])])
