@@ -159,22 +159,24 @@ def save(program: Program, path: str | os.PathLike, *, target: str | None = None
 
     ``to="onnx"``: an ONNX model ``NAME.onnx`` (see converter/backends/onnx), with options ``opset``
     (17..21, default 21) and ``classifier`` ("tensor", default: a classifier's probabilities as a
-    tensor in class order, or "zipmap": ONNX-ML ZipMap); weights over 2 GB go to ``NAME.onnx.data``
-    beside it."""
+    tensor in class order, or "zipmap": ONNX-ML ZipMap) and ``function`` (the function to export: an
+    ONNX model holds one, and a program of several needs it); weights over 2 GB go to
+    ``NAME.onnx.data`` beside it."""
     dest = resolve_model_destination(path, to=to, sources=_sources(program), overwrite=overwrite)
     if output_format(to) == "onnx":
         from .backends.onnx import DEFAULT_OPSET, save_onnx
 
         opset = backend_options.pop("opset", DEFAULT_OPSET)
         classifier = backend_options.pop("classifier", "tensor")
+        function = backend_options.pop("function", None)
         if backend_options:
             raise UnsupportedError(f"options {', '.join(sorted(backend_options))} are not options of --to onnx "
-                                   "(it takes opset and classifier)")
+                                   "(it takes opset, classifier and function)")
         if target is not None:
             raise UnsupportedError("target is not an option of --to onnx (give opset=17..21)")
         sources = _sources(program)
         return save_onnx(program, dest.path, opset=opset, overwrite=overwrite, durable=durable,
-                         source=sources[0] if sources else None, classifier=classifier)
+                         source=sources[0] if sources else None, classifier=classifier, function=function)
     if output_format(to) == "webnn":
         from .backends.webnn import write_webnn
 

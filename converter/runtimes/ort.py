@@ -2,6 +2,10 @@
 (converter/backends/onnx), one InferenceSession is made from the bytes, and each run feeds and
 reads it by feature name.
 
+The export holds the function being run (any function of a multifunction program). A state
+input is fed its `StateCell`'s value, and the cell takes the graph's ``S_out`` output after the
+run (the export's state convention, converter/backends/onnx/lowering/state.py).
+
 Inputs go through `runtime_io.adapt_feeds` first (exactly as for the interpreter: images as
 H x W x 3 uint8 become the [1, C, H, W] tensor Core ML builds, optional inputs get their default,
 shapes are fitted), then are cast to the element type the ONNX model's interface declares (fp16,
@@ -17,7 +21,6 @@ interpreter instead):
   it (``max_loop_iterations``);
 - an op would make a tensor larger than ``max_tensor_bytes``: the interpreter refuses it with
   its error before running;
-- the function is not the program's default one (the ONNX export holds that one), or
 - the export fails (an internal error), the model is over 2 GB (one protobuf message cannot hold
   it), onnxruntime refuses the exported model, or fails during a run.
 
@@ -36,7 +39,8 @@ import numpy as np
 
 from ..errors import UnsupportedError
 from ..ir.core import Function, Program, Value
-from ..ir.types import DictType, TensorType, is_static_dim
+from ..ir.runtime import StateCell
+from ..ir.types import DictType, StateType, TensorType, is_static_dim
 from ..limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
 #: ops whose run onnxruntime cannot bound (the interpreter stops them after max_loop_iterations)
@@ -122,13 +126,11 @@ class OrtRunner:
         self.fn = program.functions[function]
         self.max_tensor_bytes = max_tensor_bytes
         opset = DEFAULT_OPSET if opset is None else opset
-        if function != program.default_function:
-            raise OrtCannotRun(f"the ONNX export holds the default function ('{program.default_function}') only")
         reason = blocker(self.fn, opset, max_tensor_bytes)
         if reason:
             raise OrtCannotRun(reason)
         try:
-            model = program_to_onnx(program, opset=opset, check=False)
+            model = program_to_onnx(program, opset=opset, check=False, function=function)
         except UnsupportedError as e:
             raise OrtCannotRun(_one_line(e.message)) from None
         except Exception as e:  # a bug in a lowering: the interpreter still runs the model (the note says why)
@@ -144,28 +146,29 @@ class OrtRunner:
             raise OrtCannotRun(_one_line(f"onnxruntime refused the exported model: {e}")) from None
         self.input_types = {i.name: _ORT_TYPES.get(i.type) for i in self.session.get_inputs()}
         self.output_names = [o.name for o in self.session.get_outputs()]
+        states = [v.name for v in self.fn.inputs if isinstance(v.type, StateType)]
+        #: (state input, the graph output holding its value at the end): state outputs come first
+        self.state_outputs = list(zip(states, (o.name for o in model.graph.output)))
         self.timings = {"export": exported - start, "session": time.perf_counter() - exported}
 
     def run(self, feeds: Mapping[str, Any]) -> dict[str, Any]:
         """The outputs for ``feeds`` (as `converter.run` takes and gives them)."""
-        from ..backends.onnx.lowering.state import state_output_name
-        from ..ir.runtime import StateCell
         from ..runtime_io import adapt_feeds, adapt_outputs
 
         adapted = adapt_feeds(self.fn, feeds, max_tensor_bytes=self.max_tensor_bytes)
         ort_feeds = {}
+        cells = {name: adapted[name] for name, _ in self.state_outputs if isinstance(adapted[name], StateCell)}
         for name, dt in self.input_types.items():
-            given = adapted[name]
-            x = np.asarray(given.value if isinstance(given, StateCell) else given)  # a state: its value now
+            x = np.asarray(cells[name].value if name in cells else adapted[name])
             ort_feeds[name] = x if dt is None or x.dtype == dt else x.astype(dt)
         try:
             values = self.session.run(self.output_names, ort_feeds)
         except Exception as e:  # onnxruntime's own exception types
             raise OrtCannotRun(_one_line(str(e))) from None
         got = dict(zip(self.output_names, values))
-        for v in self.fn.inputs:  # a state's final value comes back as the output S_out (lowering/state.py)
-            if isinstance(adapted[v.name], StateCell):
-                adapted[v.name].value = np.array(got[state_output_name(v.name)], copy=True)
+        for name, out in self.state_outputs:
+            if name in cells:
+                cells[name].value = np.asarray(got[out]).astype(np.asarray(cells[name].value).dtype, copy=False)
         return adapt_outputs(self.fn, {v.name: _as_ir_output(v, got[v.name]) for v in self.fn.outputs})
 
 

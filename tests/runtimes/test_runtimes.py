@@ -10,6 +10,7 @@ backend can write today.
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -282,15 +283,19 @@ def test_migrate_check_records_the_runtime(tmp_path):
                for n in notes["loop.mlmodel"])
 
 
-def test_a_function_other_than_the_default_runs_in_the_interpreter(count_ort_runs):
+def test_a_function_other_than_the_default_runs_in_onnxruntime(count_ort_runs):
+    """The export holds the function being run (it was the default one only, and the run fell back)."""
     from ..mil.helpers import multifunction_program
 
     prog = multifunction_program()
     y = np.arange(4, dtype=np.float32)
-    with pytest.warns(RuntimeFallbackWarning, match="the ONNX export holds the default function \\('main'\\) only"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", RuntimeFallbackWarning)
         got = converter.run(prog, {"y": y}, function="second", runtime="onnxruntime")
+        main = converter.run(prog, {"x": -y[:3] + np.arange(6, dtype=np.float32).reshape(2, 3)}, runtime="onnxruntime")
     np.testing.assert_allclose(got[next(iter(got))].reshape(-1), np.full(12, y.sum()), rtol=1e-6)
-    assert count_ort_runs[0] == 0
+    np.testing.assert_array_equal(main["r"], np.maximum(np.arange(6, dtype=np.float32).reshape(2, 3) - y[:3], 0))
+    assert count_ort_runs[0] == 2
 
 
 @pytest.mark.parametrize("runtime", ["onnxruntime", "interpreter"])

@@ -1,4 +1,4 @@
-"""IR -> ONNX: a ``.onnx`` model of the program's main function (default-domain opsets 17..21).
+"""IR -> ONNX: a ``.onnx`` model of one function of the program (default-domain opsets 17..21).
 
 - `program_to_onnx` builds the ModelProto in memory (nothing is written; `converter run --runtime
   onnxruntime` uses it); `save_onnx` writes it atomically.
@@ -10,6 +10,11 @@
   ``external_threshold`` (2 GB, protobuf's limit) keeps its tensors of at least 1 KiB in
   ``<name>.onnx.data`` beside the model (ONNX external data, offsets aligned to 4 KiB).
 - Every op that cannot be lowered is listed in one `UnsupportedError`; the program is not modified.
+- One function per model: an ONNX model has one graph, and its model-local functions are
+  subroutines, not entry points. A program of several functions (iOS18 multifunction models) is
+  refused unless ``function`` names the one to export (the others are left out); a one-function
+  program exports that function.
+- State (iOS18): each state is the graph input ``S`` and the output ``S_out`` (lowering/state.py).
 - The model passes ``onnx.checker.check_model(full_check=True)`` (checked before anything is
   written: a model the checker refuses is an internal error, never a file).
 
@@ -48,15 +53,17 @@ def check_opset(opset: int) -> int:
 
 
 def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str | None = None,
-                    check: bool = True, classifier: str = "tensor") -> onnx.ModelProto:
-    """The ONNX model of ``program``'s main function at default-domain ``opset``; ``check``: run
-    the ONNX checker (full check) when the model fits in one protobuf message; ``classifier``:
-    how a ``classify`` op's probability dict is written, "tensor" (the probabilities in class
-    order, plain ONNX) or "zipmap" (ONNX-ML ZipMap: a sequence of one {label: probability} map)."""
+                    check: bool = True, classifier: str = "tensor", function: str | None = None) -> onnx.ModelProto:
+    """The ONNX model of ``program``'s function ``function`` at default-domain ``opset``
+    (``function`` None: the program's only function; a program of several is refused);
+    ``check``: run the ONNX checker (full check) when the model fits in one protobuf message;
+    ``classifier``: how a ``classify`` op's probability dict is written, "tensor" (the
+    probabilities in class order, plain ONNX) or "zipmap" (ONNX-ML ZipMap: a sequence of one
+    {label: probability} map)."""
     check_opset(opset)
     if classifier not in CLASSIFIER_FORMS:
         raise UnsupportedError(f"classifier form {classifier!r} is not one of {', '.join(CLASSIFIER_FORMS)}")
-    fn = program.main
+    fn = program.functions[exported_function(program, function, source)]
     graph, domains = lower_function(fn, opset, source=source, options={"classifier": classifier})
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(domains.items())]
     model = helper.make_model(graph, opset_imports=imports, producer_name="converter",
@@ -72,16 +79,32 @@ def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str
 
 def save_onnx(program: Program, path: str | os.PathLike, *, opset: int = DEFAULT_OPSET, overwrite: bool = False,
               durable: bool = False, source: str | None = None, external_threshold: int = TWO_GB,
-              classifier: str = "tensor") -> Path:
+              classifier: str = "tensor", function: str | None = None) -> Path:
     """Write ``program`` as the ONNX model ``path`` (atomically; nothing is replaced unless
     ``overwrite``); returns ``path``. ``external_threshold``: the serialized size above which the
-    tensors go to ``<name>.onnx.data`` (the 2 GB protobuf limit; smaller in tests); ``classifier``:
-    as `program_to_onnx`."""
-    model = program_to_onnx(program, opset=opset, source=source, check=False, classifier=classifier)
+    tensors go to ``<name>.onnx.data`` (the 2 GB protobuf limit; smaller in tests); ``classifier``,
+    ``function``: as `program_to_onnx`."""
+    model = program_to_onnx(program, opset=opset, source=source, check=False, classifier=classifier,
+                            function=function)
     dest = Path(path)
     save_model_file(model, dest, overwrite=overwrite, durable=durable, external_threshold=external_threshold,
                     source=source)
     return dest
+
+
+def exported_function(program: Program, function: str | None, source: str | None = None) -> str:
+    """The name of the function an ONNX model of ``program`` holds (`UnsupportedError` when
+    ``function`` is None and the program has several, or names none of them)."""
+    names = list(program.functions)
+    if function is None:
+        if len(names) == 1:
+            return names[0]
+        raise UnsupportedError(f"the program has {len(names)} functions ({', '.join(names)}); an ONNX model holds "
+                               f"one graph: export them one at a time with function=NAME (converter.save(..., "
+                               f"to='onnx', function=NAME))", file=source)
+    if function not in program.functions:
+        raise UnsupportedError(f"the program has no function {function!r} (it has {', '.join(names)})", file=source)
+    return function
 
 
 def _copy_metadata(program: Program, model: onnx.ModelProto) -> None:
@@ -108,4 +131,5 @@ def _fits_in_memory(model: onnx.ModelProto) -> bool:
     return sum(t.ByteSize() for t in model.graph.initializer) < TWO_GB - (64 << 20)
 
 
-__all__ = ["CLASSIFIER_FORMS", "DEFAULT_OPSET", "MAX_OPSET", "MIN_OPSET", "check_opset", "program_to_onnx", "save_onnx"]
+__all__ = ["CLASSIFIER_FORMS", "DEFAULT_OPSET", "MAX_OPSET", "MIN_OPSET", "check_opset", "exported_function",
+           "program_to_onnx", "save_onnx"]

@@ -36,6 +36,8 @@ _FAMILIES = (
     "control_flow",
     "resample",
     "state",
+    "detection",
+    "quantized_conv",
 )
 
 

@@ -54,12 +54,16 @@ def _pads(e: OnnxEmitter, op: Op, win: Window) -> dict:
 
 @lowering("conv", note="Conv (pads reordered; same/same_lower as explicit pads, or auto_pad for symbolic sizes)")
 def _conv(e: OnnxEmitter, op: Op) -> None:
-    xv = op.inputs["x"]
-    dt = e.dtype(xv)
+    conv_node(e, op, input_as(e, op, "weight", e.dtype(op.inputs["x"])))
+
+
+def conv_node(e: OnnxEmitter, op: Op, weight: str) -> None:
+    """The Conv node of conv-like ``op`` with the weight ``weight`` (in x's dtype)."""
+    dt = e.dtype(op.inputs["x"])
     w_shape = e.tensor_type(op.inputs["weight"]).shape
     kernel = [int(k) for k in w_shape[2:]]
     win = _window(e, op, kernel)
-    inputs = [e.input(op), input_as(e, op, "weight", dt)]
+    inputs = [e.input(op), weight]
     if "bias" in op.inputs:
         inputs.append(input_as(e, op, "bias", dt))
     e.node("Conv", inputs, [e.out(op)], kernel_shape=kernel, strides=list(win.strides),
