@@ -67,8 +67,8 @@ class _Main(click.Group):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(converter.__version__, prog_name="converter")
 def main() -> None:
-    """Convert Core ML NeuralNetwork models, ML programs and WebNN graphs to ML programs (MIL),
-    NeuralNetwork models or WebNN."""
+    """Convert Core ML NeuralNetwork models, ML programs, ONNX models and WebNN graphs to ML programs
+    (MIL), NeuralNetwork models, ONNX or WebNN."""
 
 
 main.add_command(inspect_cmd)
