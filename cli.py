@@ -67,8 +67,8 @@ class _Main(click.Group):
 @click.group(cls=_Main, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(converter.__version__, prog_name="converter")
 def main() -> None:
-    """Convert Core ML NeuralNetwork models, ML programs and WebNN graphs to ML programs (MIL),
-    NeuralNetwork models or WebNN."""
+    """Convert Core ML NeuralNetwork models, ML programs, ONNX models and WebNN graphs to ML programs
+    (MIL), NeuralNetwork models, ONNX or WebNN."""
 
 
 main.add_command(inspect_cmd)
@@ -258,7 +258,7 @@ def convert_cmd(src: str, output_path: str, fmt: str, target: str | None, spec_v
                 onnx_opset: int | None, onnx_classifier: str | None, layout: str | None, precision: str,
                 input_shapes: tuple[str, ...], check: bool, overwrite: bool, max_loop_iterations: int | None,
                 max_tensor_mib: int | None, runtime: str, passes: str, pass_stats: bool, verify: bool) -> None:
-    """Convert the model SRC (.mlmodel or .mlpackage) and write it to -o.
+    """Convert the model SRC (.mlmodel, .mlpackage or .onnx) and write it to -o.
 
     The default pass pipeline runs before writing (--passes none writes the program as read);
     for --to webnn it is the webnn pipeline, and -o names the folder to write.
@@ -360,6 +360,7 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
     from converter.cli_verify import print_report, progress
     from converter.destination import resolve_model_destination
     from converter.ir.clone import clone_program
+    from converter.runtimes.onnx_file import is_onnx_file
 
     try:
         dest = None
@@ -387,7 +388,7 @@ def _convert_one(src: str, output_path: str | None, *, fmt: str, target: str | N
 
             report = verify(source, dest, source_file=src, converted_file=str(dest), progress=progress,
                             max_loop_iterations=max_loop_iterations, max_tensor_bytes=_mib(max_tensor_mib),
-                            runtime=runtime)
+                            runtime=runtime, source_onnx=src if is_onnx_file(src) else None)
     except ConverterError as e:
         _fail(e)
     if check:
@@ -470,7 +471,8 @@ def _convert_folder(src, out, target: str | None, fmt: str, check: bool, overwri
     converted = sum(o.ok for o in outcomes)
     failed = len(outcomes) - converted
     if not outcomes:
-        _fail(ConverterError(f"no model to convert (no .mlmodel file or .mlpackage folder): {describe_contents(src)}",
+        _fail(ConverterError(f"no model to convert (no .mlmodel or .onnx file, no .mlpackage folder): "
+                             f"{describe_contents(src)}",
                              file=str(src)), code=1)
     click.echo(f"{converted} converted, {failed} failed")
     if failed:

@@ -1,8 +1,9 @@
-"""converter: Core ML NeuralNetwork models and MIL programs through one SSA IR (WebNN and ONNX planned).
+"""converter: Core ML NeuralNetwork models, MIL programs, ONNX models and WebNN graphs through one SSA IR.
 
 Public API:
-    load(src) -> Program             read a model: a path (.mlmodel / .mlpackage), .mlmodel bytes, a
-                                     Model message, or a coremltools MLModel (get_spec())
+    load(src) -> Program             read a model: a path (.mlmodel / .mlpackage / .onnx / WebNN graph),
+                                     .mlmodel or .onnx bytes, a Model message, an onnx.ModelProto, or
+                                     a coremltools MLModel (get_spec())
     save(program, path, target=...)  write a model (never over anything unless overwrite=True)
     convert(src, to=..., out=...)    load + optimize (the default pass pipeline) + save in one call
                                      (out=None: the converted program stays in memory)
@@ -10,7 +11,7 @@ Public API:
     migrate(src_dir, dst_dir, ...)   convert a folder of models in parallel, resumably -> MigrationReport
     optimize(program, pipeline=...)  run a pass pipeline in place; returns statistics per pass
     explain(program, op_name)        which rewrite rules fire at an op, and why the others do not
-    run(program, feeds) -> outputs   the reference interpreter
+    run(program, feeds) -> outputs   the reference interpreter, or onnxruntime (runtime="onnxruntime"|"auto")
 """
 
 from __future__ import annotations

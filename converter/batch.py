@@ -1,7 +1,7 @@
 """Batch migration: convert every model in a folder tree, continuing past failures.
 
-Each ``.mlmodel`` file and ``.mlpackage`` directory under the source folder becomes an
-``.mlpackage`` at the same relative place under the output folder. A model that cannot be
+Each ``.mlmodel`` file, ``.mlpackage`` directory and ``.onnx`` file under the source folder becomes
+an ``.mlpackage`` (or the format asked for) at the same relative place under the output folder. A model that cannot be
 converted (it does not load, a folder cannot be created, writing fails, ``check`` fails) is
 reported with its error and the rest go on; nothing partial is written for it, and no folder is
 left behind for a model that was not written. A folder that cannot be listed is reported too.
@@ -21,6 +21,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .errors import ConverterError
+
+#: Model files a folder conversion picks up (``.mlpackage`` folders too).
+MODEL_FILE_SUFFIXES = (".mlmodel", ".onnx")
 
 
 @dataclass
@@ -42,7 +45,7 @@ class Outcome:
 def find_models(
     root: Path, *, skip: Path | None = None, onerror: Callable[[OSError], None] | None = None
 ) -> Iterator[Path]:
-    """``.mlmodel`` files and ``.mlpackage`` directories under ``root`` (packages are not entered;
+    """``.mlmodel`` and ``.onnx`` files and ``.mlpackage`` directories under ``root`` (packages are not entered;
     nor is ``skip``). ``onerror`` receives the OSError of a folder that cannot be listed."""
     skip_real = os.path.realpath(skip) if skip is not None else None
     for dirpath, dirnames, filenames in os.walk(root, onerror=onerror):
@@ -54,7 +57,7 @@ def find_models(
                 yield here / d
         dirnames[:] = sorted(d for d in dirnames if not d.endswith(".mlpackage"))
         for f in sorted(filenames):
-            if f.endswith(".mlmodel"):
+            if f.endswith(MODEL_FILE_SUFFIXES):
                 yield here / f
 
 

@@ -35,7 +35,7 @@ def _say(text: str, *, err: bool = False) -> None:
 @click.option("--overwrite", is_flag=True, help="Replace an existing file at --graph.")
 def inspect_cmd(model: str, as_json: bool, show_ir: bool, graph_path: str | None, function: str | None,
                 overwrite: bool) -> None:
-    """Describe MODEL (.mlmodel, .mlpackage or WebNN graph) without converting it: format, version,
+    """Describe MODEL (.mlmodel, .mlpackage, .onnx or WebNN graph) without converting it: format, version,
     functions and opsets, inputs and outputs as an app passes and gets them, classifier labels, op
     and layer counts, parameters by dtype (as stored and decompressed) and metadata."""
     from .inspect import inspect_model

@@ -16,8 +16,9 @@ __all__ = ["migrate_cmd"]
 @click.command("migrate")
 @click.argument("src", type=click.Path(exists=True, file_okay=False))
 @click.argument("dst", type=click.Path())
-@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "neuralnetwork"]),
-              help="Output format (as for convert): mil writes NAME.mlpackage, neuralnetwork NAME.mlmodel.")
+@click.option("--to", "fmt", default="mil", show_default=True, type=click.Choice(["mil", "neuralnetwork", "onnx"]),
+              help="Output format (as for convert): mil writes NAME.mlpackage, neuralnetwork NAME.mlmodel, onnx "
+                   "NAME.onnx (opset 21).")
 @click.option("--target", default=None,
               type=click.Choice(["iOS11", "iOS11.2", "iOS12", "iOS13", "iOS14", "iOS15", "iOS16", "iOS17", "iOS18"]),
               help="As for convert: the MIL opset (--to mil) or the oldest iOS (--to neuralnetwork).")
@@ -41,8 +42,8 @@ __all__ = ["migrate_cmd"]
 def migrate_cmd(src: str, dst: str, fmt: str, target: str | None, passes: str, jobs: int | None, timeout: float,
                 memory_mib: int, no_check: bool, copy_other: bool, overwrite: bool, executor: str,
                 scheduler: str | None, runtime: str) -> None:
-    """Convert every model under SRC_DIR to the same place under DST_DIR (NeuralNetwork .mlmodel ->
-    .mlpackage by default), in parallel, and write DST_DIR/migration-report.json and .md.
+    """Convert every model under SRC_DIR to the same place under DST_DIR (NeuralNetwork .mlmodel, ML
+    program .mlpackage and ONNX .onnx -> .mlpackage by default), in parallel, and write DST_DIR/migration-report.json and .md.
 
     Each model is converted in a worker process with a time and memory limit, and checked against
     its source unless --no-check. A journal in DST_DIR/.converter-migrate makes the run resumable:

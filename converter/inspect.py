@@ -7,7 +7,8 @@ docs/schemas/inspect.schema.json.
 A Core ML model the converter cannot read into the IR (a model type it does not convert, a layer
 it refuses or finds malformed) is still described from its file: format, version, description
 features, metadata and layers, with the reason as ``refusal``. A file that is not a Core ML model
-(missing, not a protobuf message, a package without its manifest) is an error.
+(missing, not a protobuf message, a package without its manifest) is an error. An ONNX model is
+described by converter/inspect_onnx.py, in the same form plus its own facts (``onnx``).
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from __future__ import annotations
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from .errors import ConverterError, FormatError, UnsupportedError
 from .interface import Feature, described
@@ -25,6 +26,9 @@ from .interface import states as feature_states
 from .ir.census import ParameterCensus, op_histogram, parameter_census
 from .ir.core import Function, Program
 from .ir.runtime import ListValue
+
+if TYPE_CHECKING:
+    from .inspect_onnx import OnnxFacts
 
 #: The format names inspect prints, by the Model.Type oneof member.
 _FORMATS = {"neuralNetwork": "NeuralNetwork", "neuralNetworkClassifier": "NeuralNetworkClassifier",
@@ -75,7 +79,7 @@ class ModelSummary:
 
     file: str | None
     #: NeuralNetwork, NeuralNetworkClassifier, NeuralNetworkRegressor, pipeline, pipelineClassifier,
-    #: pipelineRegressor, mlProgram, WebNN, program (built in Python), or another Model.Type member
+    #: pipelineRegressor, mlProgram, ONNX, WebNN, program (built in Python), or another Model.Type member
     format: str
     specification_version: int | None
     functions: list[FunctionSummary]
@@ -94,6 +98,8 @@ class ModelSummary:
     notes: list[str] = field(default_factory=list)
     #: the program read (for --ir and --graph); None when the model was refused
     program: Program | None = field(default=None, repr=False, compare=False)
+    #: an ONNX model's own facts (converter/inspect_onnx.py); None for other formats
+    onnx: OnnxFacts | None = None
 
     @property
     def default_function(self) -> FunctionSummary | None:
@@ -116,6 +122,7 @@ class ModelSummary:
                 "stored": {k: vars(v).copy() for k, v in p.stored.items()},
                 "decompressed": {k: vars(v).copy() for k, v in p.decompressed.items()}},
             "metadata": self.metadata, "notes": self.notes,
+            **({"onnx": self.onnx.to_json()} if self.onnx is not None else {}),
         }
 
     def text(self) -> str:
@@ -126,17 +133,22 @@ class ModelSummary:
 
 
 def inspect_model(source: str | os.PathLike | Program) -> ModelSummary:
-    """Describe a model file (``.mlmodel``, ``.mlpackage``, WebNN graph) or a program. What is not
+    """Describe a model file (``.mlmodel``, ``.mlpackage``, ``.onnx``, WebNN graph) or a program. What is not
     a model file (missing, not a protobuf message, no package manifest; a malformed WebNN graph)
     raises `FormatError`; a Core ML model the converter refuses or finds malformed inside is
     described from its file (``refusal`` says why, ``program`` is None)."""
     from .api import load
     from .formats.model_file import read_model_file
+    from .frontends.onnx import is_onnx_source
     from .frontends.webnn import is_webnn_path
 
     if isinstance(source, Program):
         return summarize_program(source, fmt=_program_format(source), file=source.meta.get("source_path"))
     path = os.fspath(source)
+    if is_onnx_source(path):
+        from .inspect_onnx import inspect_onnx
+
+        return inspect_onnx(path)
     if is_webnn_path(path):
         prog = load(path)
         return summarize_program(prog, fmt="WebNN", file=path)

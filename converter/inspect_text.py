@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from .inspect import FunctionSummary, ModelSummary
+    from .inspect_onnx import OnnxFacts
 
 #: Histogram entries printed per line group before "..." (the JSON form has them all).
 HISTOGRAM_SHOWN = 40
@@ -18,6 +19,13 @@ def summary_text(s: ModelSummary) -> str:
         lines.append(f"file:        {s.file}")
     version = f", specification version {s.specification_version}" if s.specification_version is not None else ""
     lines.append(f"format:      {s.format}{version}")
+    if s.onnx is not None:
+        o = s.onnx
+        opsets = ", ".join(f"{d} {v}" for d, v in o.opset_imports.items()) or "none"
+        lines[-1] = f"format:      ONNX, IR version {o.ir_version}, opsets {opsets}"
+        producer = " ".join(x for x in (o.producer_name, o.producer_version) if x)
+        if producer:
+            lines.append(f"producer:    {producer}")
     if s.pipeline_stages:
         lines.append(f"stages:      {' -> '.join(s.pipeline_stages)}")
     if s.refusal:
@@ -37,6 +45,8 @@ def summary_text(s: ModelSummary) -> str:
                      f"{_histogram(s.op_histogram)}")
     if s.parameters is not None:
         lines.extend(_parameter_lines(s))
+    if s.onnx is not None:
+        lines.extend(_onnx_lines(s.onnx))
     lines.extend(f"note:        {n}" for n in s.notes)
     return "\n".join(lines)
 
@@ -98,3 +108,16 @@ def _bytes(n: int) -> str:
         if n < 1024 or unit == "GiB":
             return f"{n:.1f} {unit}"
     return f"{n} B"  # pragma: no cover
+
+
+def _onnx_lines(o: OnnxFacts) -> list[str]:
+    """An ONNX model's op types as the file names them, and its initializers by element type."""
+    out = [f"onnx ops:    {sum(o.op_histogram.values())} nodes (nested graphs included): {_histogram(o.op_histogram)}"]
+    count = sum(d["tensors"] for d in o.initializers.values())
+    total = sum(d["bytes"] for d in o.initializers.values())
+    external = (f", {_bytes(o.external_bytes)} in external data ({', '.join(o.external_files)})"
+                if o.external_bytes else "")
+    out.append(f"initializers: {count:,} tensors, {_bytes(total)}{external}")
+    for d, v in o.initializers.items():
+        out.append(f"  {d:<10} {v['tensors']:>10,} tensors {v['elements']:>14,} elements {v['bytes']:>14,} bytes")
+    return out

@@ -22,7 +22,7 @@ from .ir.core import Function, Value
 from .ir.types import DictType, DimExpr, StateType, Symbol, TensorType, is_static_dim
 
 #: A dimension in the user's terms: a size, or {"min": lo, "max": hi or None} for a range, or
-#: {"choices": [...]} for one of some sizes.
+#: {"choices": [...]} for one of some sizes, or {"param": NAME} for an ONNX model's named size.
 Dim = Any
 
 _COLOUR_SPACES = {desc.IMAGE.RGB: "RGB", desc.IMAGE.BGR: "BGR", desc.IMAGE.GRAYSCALE: "grayscale",
@@ -84,8 +84,11 @@ class Feature:
 
 
 def dim_text(d: Dim) -> str:
-    """A dimension as text: ``32``, ``1..512``, ``8..`` (no upper bound), ``8|16|32``."""
+    """A dimension as text: ``32``, ``1..512``, ``8..`` (no upper bound), ``8|16|32``, or an ONNX
+    ``dim_param`` name (``batch``)."""
     if isinstance(d, dict):
+        if "param" in d:
+            return str(d["param"])
         if "choices" in d:
             return "|".join(str(c) for c in d["choices"])
         hi = d.get("max")

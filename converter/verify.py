@@ -329,6 +329,42 @@ def _position_note(what: str, pairs: list[tuple[str, str, str]]) -> str | None:
 ModelRef = str | os.PathLike | Program
 
 
+def _onnx_file_runner(model: Any, runtime: str, notes: list[str], side: str, *, required: bool = False,
+                      label: str | None = None) -> Any:
+    """An `OnnxFileRunner` of ``model`` when it is an ``.onnx`` file and ``runtime`` onnxruntime
+    (None otherwise). A source onnxruntime refuses is read into the IR instead (with a note); an
+    output it refuses (``required``) is an error: the file written is what the check is about."""
+    from .runtimes.onnx_file import OnnxFileRunner, OrtCannotRun, is_onnx_file
+
+    if runtime != "onnxruntime" or not is_onnx_file(model):
+        return None
+    try:
+        return OnnxFileRunner(model)
+    except OrtCannotRun as e:
+        if required:
+            raise EvaluationError(str(e), file=label or str(model)) from None
+        notes.append(f"{side}: {e}; its reading into the IR runs instead")
+        return None
+
+
+def _as_comparable(a: Any, b: Any) -> tuple[Any, Any]:
+    """Outputs of an ONNX file and of a program in one form: a probabilities tensor against a
+    classifier's {label: probability} dict becomes the dict (class order is label order), and a
+    size-1 array against a scalar takes the reference's shape."""
+    if isinstance(a, dict) and not isinstance(b, dict):
+        flat = np.asarray(b).reshape(-1)
+        return (a, dict(zip(a, flat.tolist()))) if flat.size == len(a) else (a, b)
+    if isinstance(b, dict) and not isinstance(a, dict):
+        flat = np.asarray(a).reshape(-1)
+        return (dict(zip(b, flat.tolist())), b) if flat.size == len(b) else (a, b)
+    if isinstance(a, dict):
+        return a, b
+    x, y = np.asarray(a), np.asarray(b)
+    if x.shape != y.shape and x.size == 1 and y.size == 1:
+        return a, y.reshape(x.shape)
+    return a, b
+
+
 def _load(model: ModelRef, label: str | None) -> tuple[Program, str]:
     from .api import SOURCE_PATH, load
 
@@ -341,7 +377,8 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
            seed: int = 0, rtol: float | None = None, atol: float | None = None,
            max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
            source_file: str | None = None, converted_file: str | None = None,
-           progress: Callable[[str], None] | None = None, runtime: str | None = "interpreter") -> VerifyReport:
+           progress: Callable[[str], None] | None = None, runtime: str | None = "interpreter",
+           source_onnx: str | os.PathLike | None = None) -> VerifyReport:
     """Run ``source`` and ``converted`` (paths or loaded Programs, default functions) on the same
     inputs and judge each output (see the module docstring).
 
@@ -354,9 +391,16 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
     "onnxruntime" or "auto" (converter/runtimes); a model onnxruntime cannot run is run by the
     interpreter, and the report's notes say so. Errors (a model that cannot be read or run, inputs that do not fit) are
     `ConverterError`s naming the file; a mismatch is not an error but a failing report.
+
+    ONNX files run as they are on onnxruntime (converter/runtimes/onnx_file.py): when the runtime
+    is onnxruntime, a model given as an ``.onnx`` path is run from its file by onnxruntime (an
+    ONNX source is the user's original model; an ONNX output the file written), not read into the
+    IR and exported again; so is ``source_onnx``, the ONNX file the source Program was read from
+    unchanged (``convert --check``). The inputs are then the source's, as its program takes them
+    (cast to the file's element types), and a size-1 output compares with a scalar.
     """
     from .ir.interpreter import lookup_function
-    from .runtime_io import check_names
+    from .runtime_io import adapt_feeds, check_names
     from .runtimes import prepare, resolve
 
     for what, x in (("rtol", rtol), ("atol", atol)):
@@ -376,6 +420,7 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
 
     say = progress or (lambda _line: None)
     src_prog, src_label = _load(source, source_file)
+    src_direct = _onnx_file_runner(source if source_onnx is None else source_onnx, runtime, notes, "the source")
     try:
         src_fn = lookup_function(src_prog)
         if inputs is None:
@@ -387,32 +432,57 @@ def verify(source: ModelRef, converted: ModelRef, *, inputs: Mapping[str, Any] |
 
             feeds, where = read_arrays(str(inputs)), str(inputs)
         check_names(src_fn, feeds)  # before anything runs: every unknown and missing input at once
-        a = run(src_prog, feeds, src_label, "the source", function=src_fn.name)
+        adapted: dict[str, Any] | None = None
+        if src_direct is not None:
+            adapted = adapt_feeds(src_fn, feeds, max_tensor_bytes=max_tensor_bytes)
+            say(f"running {src_label} ...")
+            a = src_direct.run(adapted)
+        else:
+            a = run(src_prog, feeds, src_label, "the source", function=src_fn.name)
     except ConverterError as e:
         raise e.with_location(file=source_file or (None if isinstance(source, Program) else str(source))) from None
-    conv_prog, conv_label = _load(converted, converted_file)
+    conv_direct = _onnx_file_runner(converted, runtime, notes, "the converted model", required=True,
+                                    label=converted_file)
+    if conv_direct is not None:
+        conv_prog, conv_label, conv_fn = None, converted_file or str(converted), None
+        conv_inputs, conv_outputs = conv_direct.input_names, conv_direct.output_names
+    else:
+        conv_prog, conv_label = _load(converted, converted_file)
     report = VerifyReport(src_label, conv_label, where, seed if inputs is None else None)
     try:
-        conv_fn = lookup_function(conv_prog)
-        if len(src_fn.inputs) != len(conv_fn.inputs):
+        if conv_prog is not None:
+            conv_fn = lookup_function(conv_prog)
+            conv_inputs, conv_outputs = [v.name for v in conv_fn.inputs], [v.name for v in conv_fn.outputs]
+        if len(src_fn.inputs) != len(conv_inputs):
             raise EvaluationError(
                 f"cannot compare: the source has {len(src_fn.inputs)} inputs "
-                f"({', '.join(v.name for v in src_fn.inputs)}), the converted program {len(conv_fn.inputs)} "
-                f"({', '.join(v.name for v in conv_fn.inputs)})",
-                function=conv_fn.name,
+                f"({', '.join(v.name for v in src_fn.inputs)}), the converted model {len(conv_inputs)} "
+                f"({', '.join(conv_inputs)})",
+                function=None if conv_fn is None else conv_fn.name,
             )
-        in_pairs, _, _ = pair_names([v.name for v in src_fn.inputs], [v.name for v in conv_fn.inputs])
+        in_pairs, _, _ = pair_names([v.name for v in src_fn.inputs], conv_inputs)
         note = _position_note("inputs", in_pairs)
         if note:
             report.notes.append(note)
-        b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, conv_label, "the converted model",
-                function=conv_fn.name)
+        if conv_direct is not None:
+            if adapted is None:
+                adapted = adapt_feeds(src_fn, feeds, max_tensor_bytes=max_tensor_bytes)
+            say(f"running {conv_label} ...")
+            b = conv_direct.run({c: adapted[s] for s, c, _ in in_pairs if s in adapted})
+        else:
+            b = run(conv_prog, {c: feeds[s] for s, c, _ in in_pairs if s in feeds}, conv_label,
+                    "the converted model", function=conv_fn.name)
     except ConverterError as e:
         raise e.with_location(file=converted_file or (None if isinstance(converted, Program) else str(converted))) \
             from None
-    out_pairs, _unpaired, extra = pair_names([v.name for v in src_fn.outputs], [v.name for v in conv_fn.outputs])
-    fp16 = computes_in_fp16(src_fn) or computes_in_fp16(conv_fn)
+    out_pairs, _unpaired, extra = pair_names([v.name for v in src_fn.outputs], conv_outputs)
+    fp16 = (computes_in_fp16(src_fn) or (conv_direct.fp16 if conv_direct is not None else computes_in_fp16(conv_fn))
+            or (src_direct is not None and src_direct.fp16))
     paired = {s: (c, how) for s, c, how in out_pairs}
+    if src_direct is not None or conv_direct is not None:
+        for s, c, _ in out_pairs:
+            if s in a and c in b:
+                a[s], b[c] = _as_comparable(a[s], b[c])
     for v in src_fn.outputs:
         value = a.get(v.name)
         cls = tolerance_for(value, fp16_compute=fp16)

@@ -78,3 +78,73 @@ def test_the_readme_nn_to_mil_example_runs_the_default_pipeline_and_prints_ops_b
     before = sum(1 for op in converter.load(source).main.walk() if op.type != "const")
     after = sum(1 for op in converter.load(tmp_path / "new.mlpackage").main.walk() if op.type != "const")
     assert printed.startswith(f"ops {before} -> {after} (const ops "), printed
+
+
+def _command_lines(text: str) -> list[str]:
+    """The ``converter ...`` lines of the README's command-line block, comments cut."""
+    block = text.split("## Command line", 1)[1].split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#", 1)[0].strip() for line in block.splitlines() if line.startswith("converter ")]
+
+
+def test_the_readme_onnx_commands_run(tmp_path: Path, monkeypatch) -> None:
+    """Each README command with ``model.onnx`` (ONNX in) and the ``--to onnx --check`` one (ONNX out)
+    runs as written, in a folder holding a torch-exported model.onnx (and model.mlpackage for
+    verify and inspect)."""
+    import shlex
+    import shutil
+
+    from click.testing import CliRunner
+
+    from .onnx_cli.models import torch_cnn
+
+    lines = _command_lines((REPO / "README.md").read_text())
+    onnx_in = [line for line in lines if "model.onnx" in line]
+    onnx_out = [line for line in lines if "--to onnx --check" in line]
+    assert {shlex.split(line)[1] for line in onnx_in} >= {"convert", "verify", "inspect"}, onnx_in
+    assert len(onnx_out) == 1
+    model = torch_cnn(tmp_path / "model.onnx")
+    for i, line in enumerate(onnx_in + onnx_out):
+        here = tmp_path / f"run{i}"
+        here.mkdir()
+        shutil.copy(model, here / "model.onnx")
+        shutil.copy(REPO / "examples" / "tiny_classifier.mlmodel", here / "MODEL")
+        args = shlex.split(line)[1:]
+        if args[0] != "convert":
+            converter.convert(here / "model.onnx", out=here / "model.mlpackage")
+        monkeypatch.chdir(here)
+        r = CliRunner().invoke(cli.main, args)
+        assert r.exit_code == 0, (line, r.output)
+
+
+def test_the_ort_extra_and_the_runtime_choices_are_as_the_readme_says() -> None:
+    readme = (REPO / "README.md").read_text()
+    assert "pip install 'converter[ort]'" in readme
+    extra = re.search(r"^ort = \[(.*)\]$", (REPO / "pyproject.toml").read_text(), re.M)
+    assert extra is not None and "onnxruntime" in extra.group(1)
+    said = re.search(r"--runtime ([a-z|]+)", readme.split("## Runtimes", 1)[1]).group(1).split("|")
+    for name in ("run", "verify", "convert", "migrate"):
+        option = next(p for p in cli.main.commands[name].params if p.name == "runtime")
+        assert sorted(option.type.choices) == sorted(said), name
+
+
+def test_the_api_docs_onnx_examples_run(tmp_path: Path, monkeypatch) -> None:
+    """docs/api.md's ONNX Python blocks, run as written in a folder holding the files they name."""
+    import shutil
+
+    from .onnx_cli.models import torch_cnn
+
+    doc = (REPO / "docs" / "api.md").read_text().split("## ONNX models", 1)[1].split("\n## ", 1)[0]
+    blocks = [b.split("```", 1)[0] for b in doc.split("```python")[1:]]
+    assert len(blocks) == 2
+    torch_cnn(tmp_path / "model.onnx")
+    for name in ("Old.mlmodel", "Classifier.mlmodel"):
+        shutil.copy(REPO / "examples" / "tiny_classifier.mlmodel", tmp_path / name)
+    monkeypatch.chdir(tmp_path)
+    namespace: dict = {}
+    exec(compile(blocks[0], "docs/api.md", "exec"), namespace)  # noqa: S102 - the docs' own example
+    exec(compile(blocks[1], "docs/api.md", "exec"), namespace)  # noqa: S102
+    assert namespace["report"].ok
+    import onnx
+
+    onnx.checker.check_model(onnx.load("Old.onnx"), full_check=True)
+    assert onnx.load("Old.onnx").opset_import[0].version == 17

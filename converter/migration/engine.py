@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from ..batch import _os_error
+from ..batch import MODEL_FILE_SUFFIXES, _os_error
 from ..destination import DestinationError, Sources, output_format, resolve_model_destination
 from ..errors import ConverterError, UnsupportedError, printable
 from ..formats.atomic import create_temp_beside, replace_path
@@ -48,8 +48,8 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
     """Convert every model under ``src`` to the same relative place under ``dst``; returns the report
     (also written to ``dst``/migration-report.json and .md).
 
-    ``to``/``target``/``passes`` as for `converter.convert` (NeuralNetwork ``.mlmodel`` ->
-    ``.mlpackage`` for MIL). ``jobs`` worker processes at a time (default: the number of cores);
+    ``to``/``target``/``passes`` as for `converter.convert` (NeuralNetwork ``.mlmodel`` and ONNX
+    ``.onnx`` -> ``.mlpackage`` for MIL; ``to="onnx"`` writes ``.onnx``). ``jobs`` worker processes at a time (default: the number of cores);
     each model gets ``timeout`` seconds and ``memory_mib`` MiB (None: no limit). ``check``: run
     each written model against its source. ``copy_other``: copy the other files too.
     ``executor="dask"`` or a ``scheduler`` address runs the models on a Dask cluster. A rerun
@@ -143,7 +143,7 @@ def _check_folders(src: Path, dst: Path, *, same_allowed: bool) -> None:
         raise ConverterError("the source of a folder conversion must be a folder of models", file=str(src))
     if os.path.lexists(dst) and not dst.is_dir():
         raise DestinationError("the output of a folder conversion must be a folder", file=str(dst))
-    if dst.suffix.lower() in (".mlpackage", ".mlmodel"):
+    if dst.suffix.lower() in (".mlpackage", ".mlmodel", ".onnx"):
         raise DestinationError(f"the output of a folder conversion must be a folder, not a model name "
                                f"('{dst.suffix}')", file=str(dst))
     if not same_allowed and os.path.realpath(src) == os.path.realpath(dst):
@@ -184,7 +184,7 @@ def _copy_other(src: Path, dst: Path, *, overwrite: bool, errors: list[str]) -> 
         dirnames[:] = sorted(d for d in dirnames if not d.endswith(".mlpackage") and d != JOURNAL_DIR
                              and os.path.realpath(here / d) not in skip)
         for name in sorted(filenames):
-            if name.endswith(".mlmodel") or (here == src and name in (REPORT_JSON, REPORT_MD)):
+            if name.endswith(MODEL_FILE_SUFFIXES) or (here == src and name in (REPORT_JSON, REPORT_MD)):
                 continue
             rel = (here / name).relative_to(src)
             target = dst / rel

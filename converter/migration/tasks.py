@@ -6,10 +6,11 @@ with the extension of the output format: ``.mlmodel`` -> ``.mlpackage`` for MIL)
 fingerprint of the source, so that a rerun redoes a model only when it changed.
 
 Fingerprint (cheap, and sensitive to what matters): for every regular file of the model (the
-``.mlmodel`` file, or each file of an ``.mlpackage`` folder) its relative name, size and
-``st_mtime_ns``, plus a BLAKE2b hash of the model description: the whole ``.mlmodel`` file (it
-holds a NeuralNetwork's weights too), or a package's ``Manifest.json`` and ``.mlmodel`` spec files.
-A package's weight files (``weight.bin``, possibly gigabytes) count by size and time only.
+``.mlmodel`` or ``.onnx`` file, or each file of an ``.mlpackage`` folder) its relative name, size and
+``st_mtime_ns``, plus a BLAKE2b hash of the model description: the whole ``.mlmodel`` or ``.onnx``
+file (it holds the weights too), or a package's ``Manifest.json`` and ``.mlmodel`` spec files.
+A package's weight files (``weight.bin``, possibly gigabytes) count by size and time only; an
+ONNX model's external data files are not part of the fingerprint.
 """
 
 from __future__ import annotations
@@ -27,7 +28,7 @@ from ..destination import default_extension, output_format
 
 __all__ = ["MigrationOptions", "Task", "fingerprint", "plan_tasks", "remove_temporaries"]
 
-_HASHED_SUFFIXES = (".mlmodel", ".json")
+_HASHED_SUFFIXES = (".mlmodel", ".json", ".onnx")
 _CHUNK = 1 << 20
 
 

@@ -41,17 +41,20 @@ RESULT_MARK = "CONVERTER-MIGRATE-RESULT "
 
 def check_result(source_program: Any, written_path: str | os.PathLike, *, source_file: str | None = None,
                  max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
-                 runtime: str = "interpreter") -> tuple[float, bool, list[str], dict[str, float]]:
+                 runtime: str = "interpreter",
+                 source_onnx: str | None = None) -> tuple[float, bool, list[str], dict[str, float]]:
     """Verify the written model against the source program (`converter.verify.verify`: the same
     seeded random inputs, each output judged by its dtype's tolerance, features paired by name then
     position): (largest absolute difference over all outputs, the verdict, notes for the outputs
     that fail and for pairings by position, {source output: largest absolute difference}). The
     one place the migration verifies a result, so a migrated model passes exactly when
-    ``converter verify SOURCE OUTPUT`` says PASS."""
+    ``converter verify SOURCE OUTPUT`` says PASS. ``source_onnx``: the ONNX file the source program
+    was read from, which onnxruntime then runs as it is (`verify`)."""
     from ..verify import verify
 
     report = verify(source_program, written_path, source_file=source_file, converted_file=str(written_path),
-                    max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes, runtime=runtime)
+                    max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes, runtime=runtime,
+                    source_onnx=source_onnx)
     diffs = {o.name: float(o.max_abs_error) for o in report.outputs}
     worst = max(diffs.values(), default=0.0)
     notes = [f"output '{o.name}': {o.note or 'differs by ' + format(o.max_abs_error, '.3g')} "
@@ -76,6 +79,7 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
     from ..ir.clone import clone_program
     from ..passes.base import count_ops
     from ..passes.pipelines import resolve
+    from ..runtimes.onnx_file import is_onnx_file
 
     entry: dict[str, Any] = {"status": "failed", "reason": None, "output": None, "target": options.target,
                              "ops_before": None, "ops_after": None, "max_error": None, "notes": [],
@@ -118,7 +122,8 @@ def convert_model(task: Task, options: MigrationOptions, *, replace: bool = Fals
             try:
                 max_error, passed, notes, entry["differences"] = check_result(
                     source, dest, source_file=str(task.source), max_loop_iterations=options.max_loop_iterations,
-                    max_tensor_bytes=options.max_tensor_bytes, runtime=options.runtime)
+                    max_tensor_bytes=options.max_tensor_bytes, runtime=options.runtime,
+                    source_onnx=task.source if is_onnx_file(task.source) else None)
             except ConverterError as e:  # e.g. an input no random value can be made for
                 entry["status"], entry["reason"] = "failed", f"the check failed: {e}"
             else:

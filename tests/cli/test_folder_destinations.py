@@ -116,7 +116,7 @@ def test_an_empty_folder_is_reported(tmp_path: Path):
     empty = tmp_path / "empty"
     empty.mkdir()
     line = one_error_line(invoke("convert", empty, "-o", tmp_path / "out"), code=1)
-    assert line == f"error: file '{empty}': no model to convert (no .mlmodel file or .mlpackage folder): it is empty"
+    assert line == f"error: file '{empty}': no model to convert (no .mlmodel or .onnx file, no .mlpackage folder): it is empty"
     (empty / "readme.txt").write_text("x")
     (empty / "sub").mkdir()
     line = one_error_line(invoke("convert", empty, "-o", tmp_path / "out"), code=1)

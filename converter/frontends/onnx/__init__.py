@@ -35,10 +35,51 @@ ONNX_SUFFIX = ".onnx"
 
 
 def is_onnx_source(source: Any) -> bool:
-    """True for a path ending in ``.onnx`` or an ``onnx.ModelProto``."""
+    """True for a path ending in ``.onnx``, an ``onnx.ModelProto``, or the bytes of one
+    (`looks_like_onnx`)."""
     if isinstance(source, (str, os.PathLike)):
         return Path(source).name.lower().endswith(ONNX_SUFFIX)
+    if isinstance(source, (bytes, bytearray, memoryview)):
+        return looks_like_onnx(source)
     return type(source).__name__ == "ModelProto" and type(source).__module__.startswith("onnx")
+
+
+def looks_like_onnx(data: bytes | bytearray | memoryview) -> bool:
+    """Whether serialized bytes are an ONNX ModelProto rather than a Core ML Model, from their
+    top-level field numbers alone (nothing is parsed): a ModelProto has its graph (7) and opset
+    imports (8), fields a Core ML Model does not have (its fields are 1, 2, 10 and 200 up)."""
+    view = memoryview(data).cast("B")
+    pos, seen = 0, set()
+    try:
+        while pos < len(view):
+            key, pos = _varint(view, pos)
+            number, wire = key >> 3, key & 7
+            seen.add(number)
+            if wire == 0:
+                _, pos = _varint(view, pos)
+            elif wire == 2:
+                n, pos = _varint(view, pos)
+                pos += n
+            elif wire in (1, 5):
+                pos += 8 if wire == 1 else 4
+            else:
+                return False
+    except IndexError:
+        return False
+    return pos == len(view) and {7, 8} <= seen and max(seen) <= 20
+
+
+def _varint(view: memoryview, pos: int) -> tuple[int, int]:
+    value = shift = 0
+    while True:
+        b = view[pos]
+        pos += 1
+        value |= (b & 0x7F) << shift
+        if b < 0x80:
+            return value, pos
+        shift += 7
+        if shift > 63:
+            raise IndexError("varint too long")
 
 
 def load_onnx(source: Any, *, base_dir: str | os.PathLike | None = None) -> Program:
@@ -52,4 +93,4 @@ def load_onnx(source: Any, *, base_dir: str | os.PathLike | None = None) -> Prog
     return graph_to_program(read_model(source, base_dir))
 
 
-__all__ = ["ONNX_SUFFIX", "is_onnx_source", "load_onnx"]
+__all__ = ["ONNX_SUFFIX", "is_onnx_source", "load_onnx", "looks_like_onnx"]
