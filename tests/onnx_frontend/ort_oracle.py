@@ -17,7 +17,8 @@ from onnx import helper as h
 from onnx import numpy_helper
 
 from converter.frontends.onnx import load_onnx
-from converter.ir.interpreter import run
+
+from .feeding import run_program as run
 
 
 def one_node_model(op: str, inputs: Sequence[np.ndarray | None], attrs: dict | None = None, *, n_out: int = 1,
