@@ -75,7 +75,7 @@ def test_compare_reports_a_missing_output_as_inf():
 def test_compare_with_a_different_number_of_inputs_is_an_error():
     prog = _renamed_program()
     one = new_program({"x": tensor("fp32", [3])}, lambda b, x: [b.relu(x=x, name="y")])
-    with pytest.raises(EvaluationError, match=r"function 'main'.*source has 2 inputs .*converted program 1"):
+    with pytest.raises(EvaluationError, match=r"function 'main'.*source has 2 inputs .*converted model 1"):
         compare(prog, one, converted_file="out.mlpackage")
 
 
