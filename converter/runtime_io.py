@@ -28,6 +28,7 @@ import numpy as np
 from .errors import EvaluationError, InputWarning
 from .formats import description as desc
 from .ir.core import Function
+from .ir.interpreter import check_integer_range
 from .ir.types import DimExpr, Symbol, TensorType, is_static_dim
 from .limits import DEFAULT_MAX_TENSOR_BYTES, size_text
 
@@ -156,6 +157,8 @@ def adapt_feeds(fn: Function, feeds: Mapping[str, Any], *, max_tensor_bytes: int
         if v.type.dtype.name != "string":
             if arr.dtype.kind not in "biuf":
                 raise EvaluationError(f"input '{v.name}': {arr.dtype} data for a {v.type.dtype.name} input")
+            if arr.dtype != v.type.dtype.storage:
+                check_integer_range(v.name, arr, v.type, fn.name)
             arr = arr.astype(v.type.dtype.storage, copy=False)
         out[v.name] = _fit_shape(fn, arr, v.name, v.type)
     return out

@@ -273,3 +273,20 @@ def test_unlistable_model_names_the_file(tmp_path, monkeypatch, kind):
     monkeypatch.setattr(Path, "exists", fake_exists)
     with pytest.raises(FormatError, match=rf"file '{model}': cannot read: Permission denied"):
         converter.load(model)
+
+
+@pytest.mark.parametrize("runtime", ["interpreter", "onnxruntime"])
+def test_an_integer_feed_that_does_not_fit_the_input_is_refused_not_wrapped(runtime):
+    """An int64 value above 2^31 - 1 for an int32 input (what ONNX models' int64 inputs become) is
+    an error naming the input, not a silently wrapped negative number."""
+    from converter.errors import EvaluationError
+    from converter.ir.builder import new_program
+    from converter.ir.interpreter import run as ir_run
+    from converter.ir.types import TensorType, dtype
+
+    prog = new_program({"ids": TensorType(dtype("int32"), (2,))}, lambda b, i: b.add(x=i, y=np.int32(1), name="y"))
+    ok = converter.run(prog, {"ids": np.array([1, 2], np.int64)}, runtime=runtime)
+    np.testing.assert_array_equal(ok["y"], [2, 3])
+    for call in (lambda f: converter.run(prog, f, runtime=runtime), lambda f: ir_run(prog, f)):
+        with pytest.raises(EvaluationError, match=r"input 'ids': value 2147483648 does not fit .*int32"):
+            call({"ids": np.array([1, 2**31], np.int64)})

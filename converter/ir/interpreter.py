@@ -199,6 +199,7 @@ class Interpreter:
                         raise EvaluationError(
                             f"input '{v.name}': cannot use {x.dtype} data for a {t.dtype.name} input", function=fn.name
                         )
+                    check_integer_range(v.name, x, t, fn.name)
                     x = x.astype(t.dtype.storage)
             why = _conforms(x, t, bindings)
             if why:
@@ -311,3 +312,16 @@ def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = No
     `Interpreter`)."""
     return Interpreter(program, seed=seed, max_loop_iterations=max_loop_iterations,
                        max_tensor_bytes=max_tensor_bytes).run(feeds, function)
+
+
+def check_integer_range(name: str, x: np.ndarray, t: TensorType, function: str) -> None:
+    """Integer data for an integer input of a narrower dtype (an int64 feed for an int32 input, as
+    ONNX models' int64 inputs become) must fit: a wrapped value would be silently wrong."""
+    if x.dtype.kind not in "iu" or not t.dtype.is_int or x.size == 0 or t.dtype.is_subbyte:
+        return
+    lo, hi = t.dtype.value_range()
+    got_lo, got_hi = int(x.min()), int(x.max())
+    if got_lo < lo or got_hi > hi:
+        bad = got_lo if got_lo < lo else got_hi
+        raise EvaluationError(f"input '{name}': value {bad} does not fit the input's type {t.dtype.name} "
+                              f"([{lo}, {hi}]), and would wrap around", function=function)
