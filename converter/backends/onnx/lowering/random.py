@@ -25,7 +25,7 @@ import numpy as np
 from ....ir.core import Op
 from ....ir.types import TensorType, is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._params import float_param, int_param, str_param
+from ._common import float_param, int_param, str_param
 from .registry import lowering
 
 

@@ -34,7 +34,8 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.types import DType, is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._params import bool_param, known_value, str_param
+from ._common import bool_param, str_param
+from ._params import known_value
 from .registry import lowering
 
 #: for each ONNX gate block, the MIL block it is taken from

@@ -26,7 +26,7 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.types import is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._params import bool_param, float_param, int_param, str_param
+from ._common import bool_param, float_param, int_param, str_param
 from .registry import lowering
 
 

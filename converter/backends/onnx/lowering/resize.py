@@ -33,7 +33,7 @@ from ....ir.core import Op, Value
 from ....ir.ops.image import half_pixel_nearest, sampling_grid
 from ....ir.types import DType, TensorType, is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._params import bool_param, float_param, int_param, str_param
+from ._common import bool_param, float_param, int_param, str_param
 from .registry import lowering
 
 _COORDINATE_MODES = {"STRICT_ALIGN_CORNERS": "align_corners", "ALIGN_CORNERS": "align_corners",
