@@ -86,3 +86,13 @@ def reduce_node(e: OnnxEmitter, onnx_op: str, x: str, axes: list[int] | None, ke
 def index_output(e: OnnxEmitter, op: Op, index: int, name: str) -> None:
     """An int64 index tensor ``name`` as ``op``'s result ``index`` (int32 or uint16 in MIL)."""
     e.node("Cast", [name], [e.out(op, index)], to=onnx_type(e.dtype(op.outputs[index])))
+
+
+def finish_fp32(e: OnnxEmitter, op: Op, y: str, dt: DType | None = None) -> None:
+    """Bind ``y``, computed in fp32, as ``op``'s result in dtype ``dt`` (default: the result's own
+    dtype): an Identity, or a Cast to another dtype (integers truncate toward zero)."""
+    dt = e.dtype(op.outputs[0]) if dt is None else dt
+    if dt.name == "fp32":
+        e.node("Identity", [y], [e.out(op)])
+    else:
+        e.node("Cast", [y], [e.out(op)], to=onnx_type(dt))

@@ -25,7 +25,7 @@ import numpy as np
 from ....ir.core import Op
 from ....ir.types import TensorType, is_static_dim
 from ..emitter import OnnxEmitter, onnx_type
-from ._common import float_param, int_param, str_param
+from ._common import finish_fp32, float_param, int_param, str_param
 from .registry import lowering
 
 
@@ -45,19 +45,11 @@ def _draw(e: OnnxEmitter, op: Op, kind: str, **attrs: object) -> str:
     return e.node(kind + "Like", [zeros], **attrs)
 
 
-def _finish(e: OnnxEmitter, op: Op, y: str) -> None:
-    dt = e.dtype(op.outputs[0])
-    if dt.name == "fp32":
-        e.node("Identity", [y], [e.out(op)])
-    else:
-        e.node("Cast", [y], [e.out(op)], to=onnx_type(dt))
-
-
 @lowering("random_normal", note="RandomNormal(mean, scale) (RandomNormalLike for a run-time shape); seed: "
                                 "the same first run per session")
 def _random_normal(e: OnnxEmitter, op: Op) -> None:
     y = _draw(e, op, "RandomNormal", mean=float_param(e, op, "mean"), scale=float_param(e, op, "stddev"))
-    _finish(e, op, y)
+    finish_fp32(e, op, y)
 
 
 @lowering("random_uniform", note="RandomUniform(low, high); fp16 kept below high")
@@ -66,7 +58,7 @@ def _random_uniform(e: OnnxEmitter, op: Op) -> None:
     y = _draw(e, op, "RandomUniform", low=low, high=high)
     dt = e.dtype(op.outputs[0])
     if dt.name == "fp32" or not high > low:
-        _finish(e, op, y)
+        finish_fp32(e, op, y)
         return
     top = np.nextafter(np.asarray(high, dt.storage), np.asarray(low, dt.storage))
     e.node("Min", [e.cast(y, dt), e.constant(top)], [e.out(op)])

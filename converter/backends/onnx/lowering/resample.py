@@ -25,8 +25,8 @@ import numpy as np
 from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.types import is_static_dim
-from ..emitter import OnnxEmitter, onnx_type
-from ._common import bool_param, float_param, int_param, str_param
+from ..emitter import OnnxEmitter
+from ._common import bool_param, finish_fp32, float_param, int_param, str_param
 from .registry import lowering
 
 
@@ -74,15 +74,7 @@ def _sample(e: OnnxEmitter, op: Op, x: str, grid: str, *, mode: str, padding: st
     y = e.node("GridSample", [x, grid], mode=onnx_mode, padding_mode=onnx_padding, align_corners=int(align))
     if padding == "constant" and pad_value != 0:
         y = e.node("Add", [y, e.scalar(np.float32(pad_value), "fp32")])
-    _finish(e, op, y)
-
-
-def _finish(e: OnnxEmitter, op: Op, y: str) -> None:
-    dt = e.dtype(op.outputs[0])
-    if dt.name == "fp32":
-        e.node("Identity", [y], [e.out(op)])
-    else:
-        e.node("Cast", [y], [e.out(op)], to=onnx_type(dt))
+    finish_fp32(e, op, y)
 
 
 @lowering("resample", note="GridSample (coordinates mapped by one Mul/Add; MIL's constant/border/reflection/"
@@ -244,4 +236,4 @@ def _crop_resize(e: OnnxEmitter, op: Op) -> None:
         lead = e.node("Concat", [n, e.int64s([-1])], axis=0)
         y = e.node("Reshape", [y, e.node("Concat", [lead, e.node("Shape", [x], start=1, end=2),
                                                     e.int64s([th, tw])], axis=0)])
-    _finish(e, op, y)
+    finish_fp32(e, op, y)

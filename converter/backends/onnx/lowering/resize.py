@@ -32,8 +32,8 @@ from ....errors import LoweringError
 from ....ir.core import Op, Value
 from ....ir.ops.image import half_pixel_nearest, sampling_grid
 from ....ir.types import DType, TensorType, is_static_dim
-from ..emitter import OnnxEmitter, onnx_type
-from ._common import bool_param, float_param, int_param, str_param
+from ..emitter import OnnxEmitter
+from ._common import bool_param, finish_fp32, float_param, int_param, str_param
 from .registry import lowering
 
 _COORDINATE_MODES = {"STRICT_ALIGN_CORNERS": "align_corners", "ALIGN_CORNERS": "align_corners",
@@ -69,12 +69,6 @@ def _compute_dtype(e: OnnxEmitter, x: str, dt: DType) -> str:
     return x if dt.name == "fp32" else e.cast(x, "fp32")
 
 
-def _finish(e: OnnxEmitter, op: Op, y: str, dt: DType) -> None:
-    """Bind ``y`` (fp32) as the op's result in dtype ``dt`` (integers truncate toward zero)."""
-    if dt.name == "fp32":
-        e.node("Identity", [y], [e.out(op)])
-    else:
-        e.node("Cast", [y], [e.out(op)], to=onnx_type(dt))
 
 
 def _resize_node(e: OnnxEmitter, op: Op, x: str, sizes: str, out_hw: list[int] | None, **attrs: object) -> str:
@@ -132,7 +126,7 @@ def _linear(e: OnnxEmitter, op: Op, out_hw: list[int] | None, mode: str, sizes: 
     if coord is not None:
         sizes = sizes or e.int64s(out_hw)
         y = _resize_node(e, op, x, sizes, out_hw, mode="linear", coordinate_transformation_mode=coord)
-        _finish(e, op, y, dt)
+        finish_fp32(e, op, y, dt)
         return
     in_hw = _dims(e, xv, 2)
     if out_hw is None or None in in_hw:
@@ -140,7 +134,7 @@ def _linear(e: OnnxEmitter, op: Op, out_hw: list[int] | None, mode: str, sizes: 
                             f"needs static sizes, got x {e.tensor_type(xv)}")
     for axis, n_in, n_out in list(zip((rank - 2, rank - 1), in_hw, out_hw))[2 - resized:]:
         x = _lerp_axis(e, x, rank, axis, n_in, sampling_grid(mode, 0.0, float(n_in - 1), n_out))
-    _finish(e, op, x, dt)
+    finish_fp32(e, op, x, dt)
 
 
 @lowering("resize_bilinear", note="Resize linear (align_corners / asymmetric / half_pixel per sampling_mode); "
