@@ -106,7 +106,10 @@ def migrate(src: str | os.PathLike, dst: str | os.PathLike, *, to: str = "mil", 
                 results[t.rel] = {"status": "failed", "reason": why}  # not journaled: found again on a rerun
             else:
                 remove_temporaries(Path(t.output))
-                todo.append((t, replace))
+                # Its start is journaled before a worker gets it, and from then on the output is this
+                # journal's to replace: a Dask task rerun after the worker that wrote it died before
+                # its result reached us must not find its own output "in the way".
+                todo.append((t, replace or journal))
                 continue
             if on_result is not None:
                 on_result(entry_from_record(t, results[t.rel]))

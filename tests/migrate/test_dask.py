@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 import converter
-from tests.migrate.helpers import converted_records, fake_worker_env, report, temporaries, tree, without_times
+from tests.migrate.helpers import CNN, MLP, converted_records, fake_worker_env, report, temporaries, tree, without_times
 from tests.migrate.test_resume import SUBSET
 
 distributed = pytest.importorskip("distributed")
@@ -47,4 +47,32 @@ def test_dask_local_cluster_with_a_worker_killed(tmp_path: Path, monkeypatch, wo
     assert converted_records(dst) == {rel: 1 for rel in SUBSET if rel != "real/songs.mlmodel"}
     assert not temporaries(dst)
     for p in dst.rglob("*.mlpackage"):
+        converter.load(p)
+
+
+class _RetryingExecutor:
+    """What Dask does when the worker holding a finished task's result dies before the client
+    fetched it: the task runs again, on another worker, after its output was written."""
+
+    def run(self, work, settings, on_start, on_result) -> None:  # noqa: ANN001 - the Executor protocol
+        from converter.migration.executors import run_isolated
+
+        for task, replace in work:
+            on_start(task)
+            run_isolated(task, replace, settings)  # the lost first run: it wrote the output
+            on_result(task, run_isolated(task, replace, settings))
+
+
+def test_a_task_rerun_after_its_output_was_written_replaces_it(tmp_path: Path, monkeypatch):
+    """Without the journal's ownership being passed on, the rerun found its own output "already
+    exists" and the model was reported failed (seen in CI with a killed Dask worker)."""
+    from converter.migration import engine
+
+    src = tree(tmp_path / "src", {"a/mlp.mlmodel": MLP, "cnn.mlmodel": CNN})
+    monkeypatch.setattr(engine, "make_executor", lambda *a, **k: _RetryingExecutor())
+    rep = converter.migrate(src, tmp_path / "dst", check=False)
+    assert [(m.source, m.status, m.reason) for m in rep.models] == [
+        ("a/mlp.mlmodel", "converted", None), ("cnn.mlmodel", "converted", None)]
+    assert not temporaries(tmp_path / "dst")
+    for p in (tmp_path / "dst").rglob("*.mlpackage"):
         converter.load(p)
