@@ -259,10 +259,11 @@ def explain(program: Program, op_name: str, pipeline: str | Sequence[Pass] | Non
     return explain_rules(program, op_name, rules_of(resolve(pipeline)))
 
 
-def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
+def run(program: Program | ModelSource, feeds: Mapping[str, Any], *, function: str | None = None, seed: int = 0,
         max_loop_iterations: int | None = None, max_tensor_bytes: int | None = None,
         runtime: str | None = "interpreter") -> dict[str, Any]:
-    """Run ``program`` on ``feeds`` as a Core ML app would (see module docstring). The run is bounded
+    """Run ``program`` (a Program, or a model as `load` takes it) on ``feeds`` as a Core ML app
+    would (see module docstring). The run is bounded
     (an untrusted model may loop forever or declare huge tensors): ``max_loop_iterations`` per loop
     and ``max_tensor_bytes`` per tensor, defaults in `converter.limits`; beyond them, an
     `EvaluationError`. ``runtime``: "interpreter" (the reference, default), "onnxruntime" or "auto"
@@ -273,6 +274,8 @@ def run(program: Program, feeds: Mapping[str, Any], *, function: str | None = No
     from .errors import RuntimeFallbackWarning
     from .runtimes import prepare
 
+    if not isinstance(program, Program):
+        program = load(program)
     prepared = prepare(program, runtime=runtime, function=function, seed=seed,
                        max_loop_iterations=max_loop_iterations, max_tensor_bytes=max_tensor_bytes)
     if prepared.note:  # before running: the run may fail, with the interpreter's error

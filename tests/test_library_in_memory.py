@@ -146,3 +146,19 @@ def test_convert_bytes_to_a_file(tmp_path):
 def test_export_refuses_webnn():
     with pytest.raises(UnsupportedError, match="a WebNN model is a folder of files"):
         converter.export(converter.load(NN), to="webnn")
+
+
+@pytest.mark.parametrize("path", [NN, PROGRAM], ids=lambda p: p.name)
+def test_run_takes_a_model_as_load_does(path):
+    """``converter.run`` of a path (or bytes) runs what ``load`` of it gives, bit for bit; a path
+    that is not a model is a clear error, not an AttributeError."""
+    prog = converter.load(path)
+    feeds = random_feeds(prog.functions[prog.default_function], 0)
+    want = converter.run(prog, feeds)
+    for given in (path, str(path)) + ((path.read_bytes(),) if path.is_file() else ()):
+        got = converter.run(given, feeds)
+        assert got.keys() == want.keys()
+        for k in want:
+            np.testing.assert_array_equal(got[k], want[k])
+    with pytest.raises(converter.ConverterError, match="nothing.mlmodel"):
+        converter.run(path.parent / "nothing.mlmodel", feeds)

@@ -9,8 +9,9 @@ Fingerprint (cheap, and sensitive to what matters): for every regular file of th
 ``.mlmodel`` or ``.onnx`` file, or each file of an ``.mlpackage`` folder) its relative name, size and
 ``st_mtime_ns``, plus a BLAKE2b hash of the model description: the whole ``.mlmodel`` or ``.onnx``
 file (it holds the weights too), or a package's ``Manifest.json`` and ``.mlmodel`` spec files.
-A package's weight files (``weight.bin``, possibly gigabytes) count by size and time only; an
-ONNX model's external data files are not part of the fingerprint.
+A package's weight files (``weight.bin``, possibly gigabytes) count by size and time only, and so
+do the external data files an ONNX model names (``NAME.onnx.data``, found by reading the model only
+when its bytes mention a ``location``).
 """
 
 from __future__ import annotations
@@ -60,10 +61,30 @@ class Task:
     size: int  # bytes of the model's files (larger models are started first)
 
 
-def _hash_file(h: hashlib.blake2b, path: Path) -> None:
+_LOCATION = b"location"  # the key of an ONNX tensor's external data entry
+
+
+def _hash_file(h: hashlib.blake2b, path: Path) -> bool:
+    """Hash the file's bytes into ``h``; whether they contain ``location`` (ONNX external data)."""
+    seen, tail = False, b""
     with open(path, "rb") as f:
         while chunk := f.read(_CHUNK):
             h.update(chunk)
+            if not seen:
+                seen = _LOCATION in tail + chunk[:len(_LOCATION) - 1] or _LOCATION in chunk
+                tail = chunk[-(len(_LOCATION) - 1):]
+    return seen
+
+
+def _onnx_external_files(model: Path) -> list[Path]:
+    """The external data files the ONNX model at ``model`` names (none if it does not read)."""
+    from ..errors import ConverterError
+    from ..frontends.onnx.model_file import external_data_locations, read_model
+
+    try:
+        return [model.parent / loc for loc in external_data_locations(read_model(model).model)]
+    except (ConverterError, OSError):
+        return []  # the worker reports what is wrong with it
 
 
 def fingerprint(model: Path) -> tuple[str, int]:
@@ -76,8 +97,16 @@ def fingerprint(model: Path) -> tuple[str, int]:
         total += st.st_size
         rel = p.relative_to(model).as_posix() if p != model else ""
         h.update(f"{rel}\0{st.st_size}\0{st.st_mtime_ns}\0".encode())
-        if p.name.endswith(_HASHED_SUFFIXES):
-            _hash_file(h, p)
+        if p.name.endswith(_HASHED_SUFFIXES) and _hash_file(h, p) and p == model and p.suffix == ".onnx":
+            for data in _onnx_external_files(model):
+                try:
+                    st = data.stat()
+                except OSError as e:
+                    h.update(f"external:{data.name}\0missing:{e.errno}\0".encode())
+                    continue
+                total += st.st_size
+                h.update(f"external:{data.relative_to(model.parent).as_posix()}\0{st.st_size}\0"
+                         f"{st.st_mtime_ns}\0".encode())
     return h.hexdigest(), total
 
 

@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 
 import jsonschema
+import numpy as np
 from click.testing import CliRunner
 
 import cli
@@ -256,3 +257,40 @@ def test_a_script_without_a_main_guard_can_migrate(tmp_path: Path):
     assert done.returncode == 0, done.stderr
     assert done.stdout == "2 converted, 0 failed\n"
     assert "Traceback" not in done.stderr
+
+
+def _onnx_with_external_data(path: Path, weight: np.ndarray) -> None:
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["y"])], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 4])],
+        [numpy_helper.from_array(weight, "w")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    (path.parent / (path.name + ".data")).unlink(missing_ok=True)  # onnx appends to an existing one
+    onnx.save_model(model, str(path), save_as_external_data=True, all_tensors_to_one_file=True,
+                    location=path.name + ".data", size_threshold=0)
+
+
+def test_an_onnx_models_external_data_is_part_of_its_fingerprint(tmp_path: Path):
+    """New weights in NAME.onnx.data (the .onnx file unchanged) make a rerun convert it again."""
+    src, dst = tmp_path / "src", tmp_path / "dst"
+    src.mkdir()
+    model = src / "m.onnx"
+    _onnx_with_external_data(model, np.eye(4, dtype=np.float32))
+    before = model.read_bytes()
+    first = converter.migrate(src, dst, jobs=1)
+    assert [m.status for m in first.models] == ["converted"]
+    x = {"x": np.arange(4, dtype=np.float32)[None]}
+    np.testing.assert_array_equal(converter.run(dst / "m.mlpackage", x)["y"], x["x"])
+
+    (src / "m.onnx.data").write_bytes((2 * np.eye(4, dtype=np.float32)).tobytes())  # new weights, same .onnx
+    assert model.read_bytes() == before
+    second = converter.migrate(src, dst, jobs=1)
+    assert [m.status for m in second.models] == ["converted"]
+    assert converted_records(dst) == {"m.onnx": 2}
+    np.testing.assert_array_equal(converter.run(dst / "m.mlpackage", x)["y"], 2 * x["x"])
+    converter.migrate(src, dst, jobs=1)
+    assert converted_records(dst) == {"m.onnx": 2}  # unchanged: not redone

@@ -217,3 +217,45 @@ def inferred_types(src: ModelSource) -> onnx.GraphProto:
     except Exception as e:  # noqa: BLE001 - onnx's C++ layer raises plain RuntimeError/ValueError too
         raise FormatError(f"ONNX shape inference failed: {type(e).__name__}: {e}", file=src.label) from None
     return inferred.graph
+
+
+def external_data_locations(model: onnx.ModelProto) -> list[str]:
+    """Every external data file the model's tensors name (their ``location``, sorted, each once),
+    wherever the tensors are: initializers, sparse initializers, tensor attributes, subgraphs and
+    functions. A migration's fingerprint counts these files too."""
+    found: set[str] = set()
+
+    def tensor(t: onnx.TensorProto) -> None:
+        if t.data_location == TensorProto.EXTERNAL:
+            found.update(e.value for e in t.external_data if e.key == "location" and e.value)
+
+    def nodes(ns: Any) -> None:
+        for n in ns:
+            for a in n.attribute:
+                if a.HasField("t"):
+                    tensor(a.t)
+                if a.HasField("sparse_tensor"):
+                    tensor(a.sparse_tensor.values)
+                    tensor(a.sparse_tensor.indices)
+                for t in a.tensors:
+                    tensor(t)
+                for s in a.sparse_tensors:
+                    tensor(s.values)
+                    tensor(s.indices)
+                if a.HasField("g"):
+                    graph(a.g)
+                for g in a.graphs:
+                    graph(g)
+
+    def graph(g: onnx.GraphProto) -> None:
+        for t in g.initializer:
+            tensor(t)
+        for s in g.sparse_initializer:
+            tensor(s.values)
+            tensor(s.indices)
+        nodes(g.node)
+
+    graph(model.graph)
+    for f in model.functions:
+        nodes(f.node)
+    return sorted(found)
