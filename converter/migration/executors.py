@@ -18,6 +18,7 @@ what is running, and the largest models are handed out first (shorter runs on se
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import signal
@@ -46,6 +47,9 @@ class WorkerSettings:
     options: MigrationOptions
     timeout: float | None = 600.0  # seconds of wall time per model
     memory_mib: int | None = 4096  # RLIMIT_DATA of the worker process
+    #: onnxruntime's intra-op threads in a worker (its check's runs); None: the executor's share of
+    #: the cores, so that ``jobs`` workers do not each start a thread per core
+    ort_threads: int | None = None
 
 
 def worker_command() -> list[str]:
@@ -82,7 +86,7 @@ def _entry(status: str, reason: str) -> dict[str, Any]:
 
 def _request(task: Task, replace: bool, settings: WorkerSettings) -> dict[str, Any]:
     return {"task": asdict(task), "options": asdict(settings.options), "replace": replace,
-            "memory_mib": settings.memory_mib, "parent": os.getpid(),
+            "memory_mib": settings.memory_mib, "ort_threads": settings.ort_threads, "parent": os.getpid(),
             "markers": os.environ.get("CONVERTER_MIGRATE_MARKERS")}
 
 
@@ -280,6 +284,8 @@ class LocalExecutor:
 
     def run(self, work: Iterable[tuple[Task, bool]], settings: WorkerSettings, on_start: OnStart,
             on_result: OnResult) -> None:
+        if settings.ort_threads is None:
+            settings = dataclasses.replace(settings, ort_threads=max(1, (os.cpu_count() or 1) // self.jobs))
         pool = ThreadPoolExecutor(max_workers=self.jobs, thread_name_prefix="migrate")
         try:
             _drive(work, self.jobs, lambda t, r: pool.submit(run_isolated, t, r, settings),
@@ -323,6 +329,8 @@ class DaskExecutor:
                 client = distributed.Client(cluster)
             else:
                 client = distributed.Client(self.scheduler)
+        if settings.ort_threads is None:  # a task per cluster worker thread: one onnxruntime thread each
+            settings = dataclasses.replace(settings, ort_threads=1)
         try:
             slots = max(1, sum(client.nthreads().values()))
 

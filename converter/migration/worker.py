@@ -177,6 +177,10 @@ def serve(request: dict[str, Any]) -> dict[str, Any]:
     _limit_memory(request.get("memory_mib"))
     task = Task(**request["task"])
     options = MigrationOptions(**request["options"])
+    if options.runtime == "onnxruntime":
+        from ..runtimes.ort import set_intra_op_threads
+
+        set_intra_op_threads(request.get("ort_threads"))
     if request.get("markers"):  # tests: one file per conversion started
         (Path(request["markers"]) / f"{os.getpid()}-{time.time_ns()}").write_text(task.rel)
     try:

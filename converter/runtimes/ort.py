@@ -99,10 +99,22 @@ def _one_line(text: str) -> str:
     return line if len(line) <= _MAX_REASON else line[:_MAX_REASON - 3] + "..."
 
 
+_intra_op_threads: int | None = None
+
+
+def set_intra_op_threads(n: int | None) -> None:
+    """Threads of every onnxruntime session made from now on in this process (None: onnxruntime's
+    default, one per core). A migration's worker takes its share of the cores."""
+    global _intra_op_threads
+    _intra_op_threads = n
+
+
 def session_options() -> Any:
     import onnxruntime as ort
 
     so = ort.SessionOptions()
+    if _intra_op_threads:
+        so.intra_op_num_threads = _intra_op_threads
     so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     so.log_severity_level = 3  # errors only: a failure reaches the user as the fallback note
     # idle worker threads sleep instead of spinning: on a machine whose cores are shared (a

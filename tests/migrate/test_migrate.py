@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import jsonschema
 import numpy as np
+import pytest
 from click.testing import CliRunner
 
 import cli
@@ -294,3 +296,34 @@ def test_an_onnx_models_external_data_is_part_of_its_fingerprint(tmp_path: Path)
     np.testing.assert_array_equal(converter.run(dst / "m.mlpackage", x)["y"], 2 * x["x"])
     converter.migrate(src, dst, jobs=1)
     assert converted_records(dst) == {"m.onnx": 2}  # unchanged: not redone
+
+
+def test_workers_share_the_cores_among_their_onnxruntime_sessions(tmp_path: Path, monkeypatch):
+    """With -j N each worker's onnxruntime sessions get cores // N intra-op threads (not one per
+    core each, which oversubscribes the machine N times); the worker applies what it is given."""
+    pytest.importorskip("onnxruntime")
+    from converter.migration import executors, worker
+    from converter.migration.tasks import MigrationOptions, plan_tasks
+    from converter.runtimes import ort
+
+    seen: list[int | None] = []
+    monkeypatch.setattr(executors, "run_isolated",
+                        lambda task, replace, settings: seen.append(settings.ort_threads) or {"status": "refused"})
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    src = tree(tmp_path / "src", {"mlp.mlmodel": MLP})
+    options = MigrationOptions(runtime="onnxruntime")
+    work = [(t, False) for t in plan_tasks(src, tmp_path / "dst", options)]
+    for jobs, want in ((1, 8), (2, 4), (3, 2), (16, 1)):
+        executors.LocalExecutor(jobs).run(work, executors.WorkerSettings(options), lambda t: None, lambda t, e: None)
+        assert seen.pop() == want
+    assert executors._request(work[0][0], False, executors.WorkerSettings(options, ort_threads=3))["ort_threads"] == 3
+
+    monkeypatch.setattr(worker, "convert_model", lambda task, options, replace: {"status": "converted"})
+    monkeypatch.setattr(ort, "_intra_op_threads", None)
+    sigint = signal.getsignal(signal.SIGINT)  # serve ignores SIGINT (the migration handles Ctrl-C)
+    try:
+        worker.serve({**executors._request(work[0][0], False, executors.WorkerSettings(options, ort_threads=3)),
+                      "memory_mib": None})
+    finally:
+        signal.signal(signal.SIGINT, sigint)
+    assert ort.session_options().intra_op_num_threads == 3
