@@ -52,6 +52,7 @@ import numpy as np
 from converter.errors import FormatError
 from converter.formats.atomic import create_temp_beside, replace_path
 from converter.formats.files import open_regular
+from converter.formats.preallocate import Preallocator
 from converter.ir.bitpack import SUBBYTE_CHUNK as _SUBBYTE_CHUNK
 from converter.ir.bitpack import pack_subbyte, unpack_subbyte
 
@@ -494,6 +495,7 @@ class BlobWriter:
         self._count = 0
         self._dedup_hits = 0
         self._seen: dict[tuple[int, int, int, bytes], list[_Written]] = {}
+        self._reserve = Preallocator(fd)  # the file's blocks reserved ahead of the writes
         try:
             _write_at(fd, [_HEADER.pack(0, STORAGE_VERSION, *([0] * 7))], 0)
         except BaseException:
@@ -563,6 +565,7 @@ class BlobWriter:
         offset = _align(start)
         data_offset = offset + METADATA_SIZE
         head = _ZEROS[: offset - start] + _METADATA.pack(SENTINEL, dt.code, nbytes, data_offset, padding, 0, 0, 0, 0)
+        self._reserve.ensure(data_offset + nbytes)
         if not dt.is_subbyte and a.dtype == dt.storage and a.flags.c_contiguous:
             data = a.reshape(-1).view(np.uint8)  # the array's own memory
             try:
@@ -596,6 +599,7 @@ class BlobWriter:
         """Undo a partly written blob, or give up on the file if even that fails."""
         try:
             os.ftruncate(self._fd, end)
+            self._reserve.reserved = min(self._reserve.reserved, end)
         except BaseException:
             self.abort()
             raise
@@ -627,6 +631,7 @@ class BlobWriter:
         if self._closed:
             return self.path
         try:
+            self._reserve.trim(self._end)
             _write_at(self._fd, [struct.pack("<I", self._count)], 0)
             if self.durable:
                 os.fsync(self._fd)
