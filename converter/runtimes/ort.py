@@ -142,7 +142,7 @@ class OrtRunner:
         if reason:
             raise OrtCannotRun(reason)
         try:
-            model = program_to_onnx(program, opset=opset, check=False, function=function)
+            model = program_to_onnx(program, opset=opset, check=False, function=function, restore_types=False)
         except UnsupportedError as e:
             raise OrtCannotRun(_one_line(e.message)) from None
         except Exception as e:  # a bug in a lowering: the interpreter still runs the model (the note says why)

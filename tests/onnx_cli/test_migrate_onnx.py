@@ -67,10 +67,13 @@ def test_migrate_to_onnx_in_a_subprocess(tmp_path):
         onnx.checker.check_model(onnx.load(str(dst / rel)), full_check=True)
     idx = np.array([1, 3, 0], np.int64)
     written = ort.InferenceSession(str(dst / "sub/g.onnx"))
-    # the IR declares int64 features int32 (the frontend's dtype policy), and the ONNX written keeps that
-    assert written.get_inputs()[0].type == "tensor(int32)"
-    got = written.run(None, {"idx": idx.astype(np.int32)})
-    want = ort.InferenceSession(str(src / "sub/g.onnx")).run(None, {"idx": idx})
+    # the IR holds int64 features in int32 (the frontend's dtype policy); the ONNX written declares
+    # them int64 again, as the source did
+    source = ort.InferenceSession(str(src / "sub/g.onnx"))
+    assert [i.type for i in written.get_inputs()] == [i.type for i in source.get_inputs()] == ["tensor(int64)"]
+    assert [o.type for o in written.get_outputs()] == [o.type for o in source.get_outputs()]
+    got = written.run(None, {"idx": idx})
+    want = source.run(None, {"idx": idx})
     np.testing.assert_array_equal(got[0], want[0])
     assert int(np.asarray(got[1]).reshape(())) == int(want[1])
 

@@ -53,18 +53,22 @@ def check_opset(opset: int) -> int:
 
 
 def program_to_onnx(program: Program, *, opset: int = DEFAULT_OPSET, source: str | None = None,
-                    check: bool = True, classifier: str = "tensor", function: str | None = None) -> onnx.ModelProto:
+                    check: bool = True, classifier: str = "tensor", function: str | None = None,
+                    restore_types: bool = True) -> onnx.ModelProto:
     """The ONNX model of ``program``'s function ``function`` at default-domain ``opset``
     (``function`` None: the program's only function; a program of several is refused);
     ``check``: run the ONNX checker (full check) when the model fits in one protobuf message;
     ``classifier``: how a ``classify`` op's probability dict is written, "tensor" (the
     probabilities in class order, plain ONNX) or "zipmap" (ONNX-ML ZipMap: a sequence of one
-    {label: probability} map)."""
+    {label: probability} map); ``restore_types``: a feature read from an ONNX model keeps the
+    element type it had there (int64, double, bool ...: graph/RESTORED_TYPES), cast at the graph's
+    edge to and from the dtype the IR holds it in (False: the IR's types, as the in-memory
+    onnxruntime runtime feeds them)."""
     check_opset(opset)
     if classifier not in CLASSIFIER_FORMS:
         raise UnsupportedError(f"classifier form {classifier!r} is not one of {', '.join(CLASSIFIER_FORMS)}")
     fn = program.functions[exported_function(program, function, source)]
-    graph, domains = lower_function(fn, opset, source=source, options={"classifier": classifier})
+    graph, domains = lower_function(fn, opset, source=source, options={"classifier": classifier, "restore_types": restore_types})
     imports = [helper.make_opsetid("", opset)] + [helper.make_opsetid(d, v) for d, v in sorted(domains.items())]
     model = helper.make_model(graph, opset_imports=imports, producer_name="converter",
                               ir_version=_IR_VERSIONS[opset])

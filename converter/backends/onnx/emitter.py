@@ -76,13 +76,15 @@ def dim_proto(d: Any) -> int | str | None:
     return str(d)
 
 
-def value_info(name: str, v: Value, doc: str = "") -> onnx.ValueInfoProto:
-    """The typed graph input/output ``name`` of IR value ``v`` (symbolic dims as dim_param)."""
+def value_info(name: str, v: Value, doc: str = "", elem_type: int | None = None) -> onnx.ValueInfoProto:
+    """The typed graph input/output ``name`` of IR value ``v`` (symbolic dims as dim_param), of
+    ONNX element type ``elem_type`` when given (else ``v``'s dtype's)."""
     t = v.type
     if not isinstance(t, TensorType):
         raise LoweringError(f"'{v.name}' is a {t}; ONNX graph inputs and outputs here are tensors")
     shape = None if t.shape is None else [dim_proto(d) for d in t.shape]
-    return helper.make_tensor_value_info(name, onnx_type(t.dtype), shape, doc_string=doc)
+    return helper.make_tensor_value_info(name, onnx_type(t.dtype) if elem_type is None else elem_type, shape,
+                                         doc_string=doc)
 
 
 class OnnxEmitter:
@@ -107,6 +109,8 @@ class OnnxEmitter:
         self.options: dict[str, Any] = parent.options if parent is not None else {}
         #: graph-output types a lowering gives itself (a value the IR types as a non-tensor)
         self.output_infos: dict[Value, onnx.ValueInfoProto] = {}
+        #: names `out` gives values other than their IR names (a graph output cast to its ONNX type)
+        self.out_names: dict[Value, str] = {}
 
     # -- names -----------------------------------------------------------------------------------
 
@@ -163,8 +167,8 @@ class OnnxEmitter:
         """The ONNX name for ``op``'s result ``index`` (its IR name), bound to it: write the last
         node of a lowering with ``outputs=[e.out(op)]``."""
         v = op.outputs[index]
-        self._names[v] = v.name
-        return v.name
+        name = self._names[v] = self.out_names.get(v, v.name)
+        return name
 
     # -- nodes -----------------------------------------------------------------------------------
 

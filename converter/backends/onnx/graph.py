@@ -12,11 +12,12 @@ from collections.abc import Mapping
 from typing import Any
 
 import onnx
-from onnx import helper
+from onnx import TensorProto, helper
 
 from ...errors import LoweringError, UnsupportedError
 from ...ir.core import Function, Op, Value
-from .emitter import OnnxEmitter, Unavailable, value_info
+from ...ir.types import TensorType
+from .emitter import OnnxEmitter, Unavailable, onnx_type, value_info
 from .lowering import UNSUPPORTED, load_all, select
 from .lowering.state import is_state, state_input_info, state_outputs
 
@@ -32,13 +33,24 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
     e.options.update(options or {})
     problems: list[str] = []
     inputs = []
+    restore = bool(e.options.get("restore_types"))
     for v in fn.inputs:
+        restored = restored_type(v, fn.input_info.get(v.name)) if restore else None
         try:
             doc = _doc(fn.input_info.get(v.name))
-            inputs.append(state_input_info(v, doc) if is_state(v) else value_info(v.name, v, doc))
+            inputs.append(state_input_info(v, doc) if is_state(v) else value_info(v.name, v, doc, restored))
         except LoweringError as err:
             problems.append(f"input '{v.name}': {err.message}")
-        e.bind(v, v.name)
+        if restored is None:
+            e.bind(v, v.name)
+        else:  # the ONNX input type the model had, cast to the held one
+            e.bind(v, e.node("Cast", [v.name], [e.fresh(v.name)], to=onnx_type(v.type.dtype)))
+    restored_outputs = {}
+    for v in fn.outputs if restore else ():
+        restored = restored_type(v, fn.output_info.get(v.name))
+        if restored is not None and not v.is_block_input and v not in restored_outputs:
+            restored_outputs[v] = restored
+            e.out_names[v] = e.fresh(v.name)
 
     failed: set[Value] = set()
     for op in fn.block.ops:
@@ -71,15 +83,20 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
     for v in fn.outputs:
         if v in failed:
             continue
+        restored = restored_outputs.get(v)
         try:
-            info = e.output_infos.get(v) or value_info(v.name, v, _doc(fn.output_info.get(v.name)))
             held = e.name(v)
+            if held == v.name:  # not made by a lowering under the name set aside (a constant)
+                restored = None
+            info = e.output_infos.get(v) or value_info(v.name, v, _doc(fn.output_info.get(v.name)), restored)
         except Unavailable:
             continue
         except LoweringError as err:
             problems.append(f"output '{v.name}': {err.message}")
             continue
-        if held != v.name or v.is_block_input:
+        if restored is not None:
+            e.node("Cast", [held], [v.name], to=restored)
+        elif held != v.name or v.is_block_input:
             if v.is_block_input:
                 problems.append(f"output '{v.name}' is the input of the same name; ONNX names one value once")
                 continue
@@ -90,6 +107,23 @@ def lower_function(fn: Function, opset: int, *, source: str | None = None, refus
         raise UnsupportedError(f"{count} no ONNX (opset {opset}) form: " + "; ".join(problems), file=source)
     graph = helper.make_graph(e.nodes, fn.name, inputs, outputs, initializer=e.initializers)
     return graph, dict(e.domains)
+
+
+#: ONNX element types that a model read by the ONNX frontend had at its interface and that the IR
+#: holds in another dtype (converter/frontends/onnx/context.py), restored by a Cast at the graph's
+#: edge; float8 and 4-bit types are not (their casts need newer opsets), nor rank-0 inputs
+RESTORED_TYPES = frozenset({"bool", "int8", "uint8", "int16", "uint16", "int64", "uint32", "uint64", "double",
+                            "bfloat16"})
+
+
+def restored_type(v: Value, info: Any) -> int | None:
+    """The ONNX element type to declare feature ``v`` with, when the frontend recorded one that
+    differs from the dtype the IR holds it in (``info.extra["onnx_elem_type"]``), else None."""
+    name = info.extra.get("onnx_elem_type") if info is not None and info.extra else None
+    if name not in RESTORED_TYPES or not isinstance(v.type, TensorType):
+        return None
+    elem_type = TensorProto.DataType.Value(name.upper())
+    return None if elem_type == onnx_type(v.type.dtype) else elem_type
 
 
 def _lowerings(op_type: str) -> list:
