@@ -186,6 +186,31 @@ def test_every_unsupported_op_is_listed_in_one_error():
     assert "Relu" not in msg
 
 
+def test_unsupported_ops_inside_subgraphs_are_listed_up_front_too():
+    """Ops of If branches and Loop bodies (nested too) join the one error, named outer/inner,
+    before anything is converted."""
+    inner_loop = h.make_graph([h.make_node("TfIdfVectorizer", ["x"], ["v"], name="tfidf"),
+                               h.make_node("Identity", ["cond_in"], ["cond_out"])], "body",
+                              [_vi("i", T.INT64, []), _vi("cond_in", T.BOOL, [])],
+                              [_vi("cond_out", T.BOOL, []), _vi("v", T.FLOAT, None)])
+    then = h.make_graph([h.make_node("Frobnicate", ["x"], ["t"], domain="com.example", name="frob"),
+                         h.make_node("Loop", ["n", "c"], ["t2"], body=inner_loop, name="loop")],
+                        "then", [], [_vi("t", T.FLOAT, [2])])
+    other = h.make_graph([h.make_node("StringNormalizer", ["x"], ["e"], name="sn")], "else", [], [_vi("e", T.FLOAT, [2])])
+    nodes = [h.make_node("If", ["c"], ["y"], then_branch=then, else_branch=other, name="branch"),
+             h.make_node("Relu", ["x"], ["r"])]
+    model = _model(nodes, [_vi("c", T.BOOL, []), _vi("x", T.FLOAT, [2]), _vi("n", T.INT64, [])],
+                   [_vi("y", T.FLOAT, [2]), _vi("r", T.FLOAT, [2])])
+    model.opset_import.append(h.make_opsetid("com.example", 1))
+    with pytest.raises(UnsupportedError) as e:
+        load_onnx(model)
+    msg = str(e.value)
+    assert "3 unsupported ONNX op type(s)" in msg
+    for part in ("com.example::Frobnicate", "'branch/frob'", "StringNormalizer", "'branch/sn'", "TfIdfVectorizer",
+                 "'branch/loop/tfidf'"):
+        assert part in msg
+
+
 def test_an_op_version_whose_semantics_changed_is_refused_naming_it():
     # Concat before opset 4 defaults its axis to 1 (later versions require it): version 1 is not mapped
     model = _model([h.make_node("Concat", ["a", "b"], ["c"])], [_vi("a", T.FLOAT, [2, 2]), _vi("b", T.FLOAT, [2, 2])],

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import warnings
 from collections import defaultdict
+from typing import Any
 
 import numpy as np
 import onnx
@@ -79,23 +80,10 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
                 raise FormatError(f"value '{o}' is defined twice (ONNX graphs are in SSA form)", file=label, op=where,
                                   op_type=n.op_type)
             defined.add(o)
-        if n.domain not in DEFAULT_DOMAINS:
-            key = f"{n.domain}::{n.op_type}"
-            problems.setdefault(key, (f"domain '{n.domain}' is not supported (only the default ONNX domain)", []))
-            problems[key][1].append(where)
-            continue
-        if opset is None:
-            raise FormatError("the model imports no opset of the default ONNX domain, which its node uses",
-                              file=label, op=where, op_type=n.op_type)
-        schema = _schema(n.op_type, opset)
-        if schema is None:
-            problems.setdefault(n.op_type, (f"not an ONNX operator at opset {opset}", []))[1].append(where)
-            continue
-        found = find_mapping(n.op_type, schema.since_version)
-        if isinstance(found, str):
-            problems.setdefault(n.op_type, (found, []))[1].append(where)
-            continue
-        nodes.append(Node(n, schema, schema.since_version, {a.name: a for a in n.attribute}))
+        schema = _node_schema(n, where, opset, label, problems)
+        if schema is not None:
+            nodes.append(Node(n, schema, schema.since_version, {a.name: a for a in n.attribute}))
+        _check_subgraphs(n, where, opset, label, problems)
     if problems:
         lines = []
         for op, (why, wheres) in sorted(problems.items()):
@@ -104,6 +92,41 @@ def check_supported(graph: onnx.GraphProto, opset: int | None, label: str) -> li
         raise UnsupportedError(f"{len(problems)} unsupported ONNX op type(s): " + "; ".join(lines), file=label,
                                details=sorted(problems))
     return nodes
+
+
+def _node_schema(n: onnx.NodeProto, where: str, opset: int | None, label: str,
+                 problems: dict[str, tuple[str, list[str]]]) -> Any:
+    """The schema of node ``n`` when a mapping converts it; else None, with why added to ``problems``."""
+    if n.domain not in DEFAULT_DOMAINS:
+        key = f"{n.domain}::{n.op_type}"
+        problems.setdefault(key, (f"domain '{n.domain}' is not supported (only the default ONNX domain)", []))
+        problems[key][1].append(where)
+        return None
+    if opset is None:
+        raise FormatError("the model imports no opset of the default ONNX domain, which its node uses",
+                          file=label, op=where, op_type=n.op_type)
+    schema = _schema(n.op_type, opset)
+    if schema is None:
+        problems.setdefault(n.op_type, (f"not an ONNX operator at opset {opset}", []))[1].append(where)
+        return None
+    found = find_mapping(n.op_type, schema.since_version)
+    if isinstance(found, str):
+        problems.setdefault(n.op_type, (found, []))[1].append(where)
+        return None
+    return schema
+
+
+def _check_subgraphs(n: onnx.NodeProto, where: str, opset: int | None, label: str,
+                     problems: dict[str, tuple[str, list[str]]]) -> None:
+    """Add the unsupported op types of ``n``'s subgraphs (If branches, Loop and Scan bodies, at
+    any depth) to ``problems``, their nodes named ``outer/inner``: one error lists them all, up
+    front, as for the main graph."""
+    for a in n.attribute:
+        for g in ([a.g] if a.HasField("g") else []) + list(a.graphs):
+            for i, sub in enumerate(g.node):
+                inner = f"{where}/{sub.name or (sub.output[0] if sub.output else f'#{i}')}"
+                _node_schema(sub, inner, opset, label, problems)
+                _check_subgraphs(sub, inner, opset, label, problems)
 
 
 def _static_shapes(g: onnx.GraphProto) -> dict[str, tuple[int, ...]]:
