@@ -48,6 +48,30 @@ def sources() -> list[str]:
     return sorted(str(p.relative_to(MODELS)) for p in found if str(p.relative_to(MODELS)) not in SLOW)
 
 
+#: ONNX sources are named ``onnx:`` + their path below the onnx package's own test models
+ONNX_PREFIX = "onnx:"
+
+
+def onnx_data() -> Path:
+    import onnx
+
+    return Path(onnx.__file__).parent / "backend" / "test" / "data"
+
+
+def onnx_sources() -> list[str]:
+    """The model files the ``onnx`` package ships for its backend tests (pytorch-converted,
+    pytorch-operator, simple: 140 small models written by ONNX's authors), as ``onnx:`` names."""
+    root = onnx_data()
+    return sorted(ONNX_PREFIX + str(p.relative_to(root)) for d in ("pytorch-converted", "pytorch-operator", "simple")
+                  for p in (root / d).glob("*/model.onnx"))
+
+
+def source_path(source: str) -> Path:
+    if source.startswith(ONNX_PREFIX):
+        return onnx_data() / source[len(ONNX_PREFIX):]
+    return MODELS / source
+
+
 # -- protobuf wire format ---------------------------------------------------------------------------
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -143,8 +167,8 @@ _INTS = [0, 1, -1, 2, 63, 64, 65, 100, 255, 256, 1000, 65535, 65536, 2**31 - 1, 
 _FLOATS = [float("inf"), float("-inf"), float("nan"), 3.4e38, -3.4e38, 1e-45, 0.0, -0.0, 1e30, -1.0, 65536.0]
 
 
-def _proto_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str] | None:
-    fields = walk(data, Model_pb2.Model.DESCRIPTOR)
+def _proto_mutation(data: bytes, rng: random.Random, descriptor: Descriptor | None = None) -> tuple[bytes, str] | None:
+    fields = walk(data, descriptor or Model_pb2.Model.DESCRIPTOR)
     if not fields:
         return None
     kind = rng.choice(["varint", "varint", "varint", "length", "empty", "duplicate", "float", "packed", "string",
@@ -328,12 +352,18 @@ def _byte_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return bytes(out), f"{word.hex()} written at {at}"
 
 
+def _onnx_mutation(data: bytes, rng: random.Random) -> tuple[bytes, str] | None:
+    import onnx
+
+    return _proto_mutation(data, rng, onnx.ModelProto.DESCRIPTOR)
+
+
 _STRUCTURED: dict[str, Callable[[bytes, random.Random], tuple[bytes, str] | None]] = {
-    "proto": _proto_mutation, "json": _json_mutation, "blob": _blob_mutation}
+    "proto": _proto_mutation, "json": _json_mutation, "blob": _blob_mutation, "onnx": _onnx_mutation}
 
 
 def mutate(data: bytes, kind: str, rng: random.Random) -> tuple[bytes, list[str]]:
-    """``data`` (a part of ``kind`` proto/json/blob) with one to three mutations, and what they were."""
+    """``data`` (a part of ``kind`` proto/json/blob/onnx) with one to three mutations, and what they were."""
     steps = []
     for _ in range(rng.choice([1, 1, 1, 2, 3])):
         done = _STRUCTURED[kind](data, rng) if rng.random() < 0.7 else None
@@ -348,7 +378,7 @@ def mutate(data: bytes, kind: str, rng: random.Random) -> tuple[bytes, list[str]
 @dataclass
 class Mutant:
     seed: int
-    source: str  # relative to the models folder
+    source: str  # relative to the models folder, or an `onnx:` name (onnx_sources)
     part: str  # "" for a bare .mlmodel, else the path inside the package
     steps: list[str] = field(default_factory=list)
     data: bytes = b""
@@ -359,8 +389,8 @@ class Mutant:
 
     def write(self, folder: Path) -> Path:
         """The mutant model below ``folder`` (a package is copied, then its part replaced)."""
-        src = MODELS / self.source
-        dst = folder / src.name
+        src = source_path(self.source)
+        dst = folder / (src.parent.name + ".onnx" if self.source.startswith(ONNX_PREFIX) else src.name)
         if self.part:
             shutil.copytree(src, dst, copy_function=shutil.copyfile)  # not the shared files' read-only modes
             for p in [dst, *dst.rglob("*")]:
@@ -375,11 +405,12 @@ def make_mutant(seed: int, pool: list[str] | None = None) -> Mutant:
     rng = random.Random(seed)
     pool = pool if pool is not None else sources()
     source = rng.choice(pool)
-    src = MODELS / source
+    src = source_path(source)
     part = ""
     if src.is_dir():
         part = rng.choice([p for p in PACKAGE_PARTS if (src / p).is_file()])
     raw = (src / part).read_bytes() if part else src.read_bytes()
-    kind = "json" if part.endswith(".json") else "blob" if part.endswith(".bin") else "proto"
+    kind = ("json" if part.endswith(".json") else "blob" if part.endswith(".bin")
+            else "onnx" if source.startswith(ONNX_PREFIX) else "proto")
     data, steps = mutate(raw, kind, rng)
     return Mutant(seed, source, part, steps, data)
