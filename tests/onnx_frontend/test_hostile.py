@@ -89,3 +89,19 @@ def test_a_huge_constant_of_shape_costs_nothing_until_run():
     prog = load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
     with pytest.raises(ConverterError, match="more than the interpreter's limit"):
         run(prog, {}, max_tensor_bytes=1 << 20)
+
+
+@pytest.mark.parametrize("where", ["input", "node", "op_type"])
+def test_a_name_that_is_not_utf8_is_a_format_error(where):
+    """onnx.proto is proto2: a string field may hold any bytes, which protobuf hands out as bytes
+    (found by fuzzing: a value name of bytes crashed the MIL writer)."""
+    nodes = [h.make_node("Relu", ["zzqq"], ["r"], name="nnmm"), h.make_node("Zyxw", ["r"], ["y"], domain="x.y")]
+    g = h.make_graph(nodes, "g", [h.make_tensor_value_info("zzqq", T.FLOAT, [2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, [2])])
+    data = h.make_model(g, opset_imports=[h.make_opsetid("", 17)]).SerializeToString()
+    token = {"input": b"zzqq", "node": b"nnmm", "op_type": b"Zyxw"}[where]
+    bad = data.replace(token, b"\xff\xfe\xfd\xfc")
+    with pytest.raises(FormatError, match="is not valid UTF-8 text") as e:
+        load_onnx(bad)
+    assert e.value.file == "<bytes>"
+    assert {"input": "graph.", "node": "node[0].name", "op_type": "node[1].op_type"}[where] in str(e.value)

@@ -62,16 +62,46 @@ class ModelSource:
 def read_model(source: Any, base_dir: str | os.PathLike | None = None) -> ModelSource:
     """Parse a path, bytes or ``onnx.ModelProto`` (the message is used as it is, never modified)."""
     if isinstance(source, onnx.ModelProto):
-        return ModelSource(source, "<ModelProto>", Path(base_dir) if base_dir is not None else None)
+        return _checked(ModelSource(source, "<ModelProto>", Path(base_dir) if base_dir is not None else None))
     if isinstance(source, (bytes, bytearray, memoryview)):
-        return ModelSource(_parse(bytes(source), "<bytes>"), "<bytes>",
-                           Path(base_dir) if base_dir is not None else None)
+        return _checked(ModelSource(_parse(bytes(source), "<bytes>"), "<bytes>",
+                                    Path(base_dir) if base_dir is not None else None))
     if isinstance(source, (str, os.PathLike)):
         path = Path(source)
         model, payloads = _read_file(path)
-        return ModelSource(model, str(path), Path(base_dir) if base_dir is not None else path.parent, payloads)
+        return _checked(ModelSource(model, str(path), Path(base_dir) if base_dir is not None else path.parent,
+                                    payloads))
     raise UnsupportedError(f"cannot load a {type(source).__name__} as an ONNX model: give a path, bytes or an "
                            "onnx.ModelProto")
+
+
+def _checked(src: ModelSource) -> ModelSource:
+    """``src``, once every text field of its model is text: onnx.proto is proto2, whose string
+    fields may hold any bytes, and protobuf hands out those that are not UTF-8 as ``bytes``
+    (a value or op name of bytes would break everything downstream)."""
+    where = _first_non_text(src.model, "model")
+    if where is not None:
+        raise FormatError(f"{where} is not valid UTF-8 text", file=src.label)
+    return src
+
+
+def _first_non_text(msg: Any, path: str) -> str | None:
+    """The path of the first string field of ``msg`` (nested messages included) holding bytes."""
+    for fd, val in msg.ListFields():
+        if fd.type == fd.TYPE_STRING:
+            for i, x in enumerate(val if _repeated(fd) else (val,)):
+                if not isinstance(x, str):
+                    return f"{path}.{fd.name}" + (f"[{i}]" if _repeated(fd) else "")
+        elif fd.type == fd.TYPE_MESSAGE:
+            for i, sub in enumerate(val if _repeated(fd) else (val,)):
+                found = _first_non_text(sub, f"{path}.{fd.name}" + (f"[{i}]" if _repeated(fd) else ""))
+                if found is not None:
+                    return found
+    return None
+
+
+def _repeated(fd: Any) -> bool:
+    return fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED
 
 
 def _is_large_raw_data(descriptor: object, number: int, length: int) -> bool:
@@ -186,7 +216,7 @@ def _copy_fields(src: Any, dst: Any, skip: str) -> None:
     for fd, val in src.ListFields():
         if fd.name == skip:
             continue
-        if fd.is_repeated if hasattr(fd, "is_repeated") else fd.label == fd.LABEL_REPEATED:
+        if _repeated(fd):
             getattr(dst, fd.name).extend(val)
         elif fd.message_type:
             getattr(dst, fd.name).CopyFrom(val)
