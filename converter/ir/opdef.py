@@ -206,6 +206,12 @@ class InferArgs(_Args):
         return fresh_symbol()
 
 
+def param(op: Op, key: str) -> Any:
+    """The compile-time value of ``op``'s input ``key``, or its default (None when neither is
+    known): how lowerings and rewrites read an op's parameters."""
+    return InferArgs(op.opdef, op).value(key)
+
+
 class _RecordingInferArgs(InferArgs):
     """InferArgs noting what inference looked at, to decide whether its result may be remembered
     (see `infer_memo`): the parameter values it read, and whether it looked anywhere else."""

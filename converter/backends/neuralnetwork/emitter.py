@@ -24,8 +24,9 @@ from ...errors import LoweringError
 from ...formats.protowire_join import mark_payload
 from ...ir.consteval import RunTimeDependence, compile_time_value
 from ...ir.core import Op, Value
-from ...ir.opdef import InferArgs
 from ...ir.types import TensorType, is_static_dim
+from ..params import param as _param
+from ..params import required_param
 from .versions import layer_version
 
 #: weights at least this large are spliced into the file from their arrays (smaller ones are set
@@ -137,18 +138,13 @@ class NetworkEmitter:
             return None
         return compile_time_value(v)
 
-    @staticmethod
-    def param(op: Op, key: str) -> Any:
-        """The compile-time value of ``op``'s input ``key``, or its default (None: unknown)."""
-        return InferArgs(op.opdef, op).value(key)
+    param = staticmethod(_param)
 
-    def const_param(self, op: Op, key: str) -> Any:
+    @staticmethod
+    def const_param(op: Op, key: str) -> Any:
         """Like `param`, but a parameter given as a run-time value is a LoweringError (layers take
         their parameters as fields)."""
-        v = self.param(op, key)
-        if v is None and key in op.inputs:
-            raise LoweringError(f"'{key}' must be known at conversion time (a layer parameter)")
-        return v
+        return required_param(op, key, " (a layer parameter)")
 
     def const_array(self, v: Value, what: str) -> np.ndarray:
         val = self.const(v)

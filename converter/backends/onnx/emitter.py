@@ -31,8 +31,9 @@ from onnx import TensorProto, helper, numpy_helper
 from ...errors import LoweringError
 from ...ir.consteval import compile_time_value
 from ...ir.core import Function, Op, Value
-from ...ir.opdef import InferArgs
 from ...ir.types import DType, TensorType, dtype, is_static_dim
+from ..params import param as _param
+from ..params import required_param
 
 #: IR dtype name -> ONNX TensorProto element type
 ONNX_TYPES: dict[str, int] = {
@@ -255,17 +256,12 @@ class OnnxEmitter:
         """The compile-time value of ``v`` (None when known only at run time)."""
         return None if v is None else compile_time_value(v)
 
-    @staticmethod
-    def param(op: Op, key: str) -> Any:
-        """The compile-time value of ``op``'s input ``key`` or its default (None: unknown)."""
-        return InferArgs(op.opdef, op).value(key)
+    param = staticmethod(_param)
 
-    def const_param(self, op: Op, key: str) -> Any:
+    @staticmethod
+    def const_param(op: Op, key: str) -> Any:
         """Like `param`, but a parameter known only at run time is a `LoweringError`."""
-        v = self.param(op, key)
-        if v is None and key in op.inputs:
-            raise LoweringError(f"'{key}' must be known at conversion time")
-        return v
+        return required_param(op, key)
 
     @staticmethod
     def tensor_type(v: Value) -> TensorType:

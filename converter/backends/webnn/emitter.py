@@ -23,8 +23,9 @@ import numpy as np
 
 from ...ir.consteval import compile_time_value
 from ...ir.core import Function, Op, Value
-from ...ir.opdef import InferArgs
 from ...ir.types import DType, TensorType, is_static_shape
+from ..params import param as _param
+from ..params import required_param
 from .jsliteral import Raw, js_comment, js_value
 from .limits import POSITIONAL, check_operand, max_tensor_bytes
 from .weights import WeightFile
@@ -264,16 +265,11 @@ class GraphEmitter:
     def dtype_of(self, value: Value) -> str:
         return self.data_type(_value_dtype(value))
 
-    @staticmethod
-    def param(op: Op, key: str) -> Any:
-        """The compile-time value of ``op``'s input ``key`` or its default (None: unknown)."""
-        return InferArgs(op.opdef, op).value(key)
+    param = staticmethod(_param)
 
-    def const_param(self, op: Op, key: str) -> Any:
-        v = self.param(op, key)
-        if v is None and key in op.inputs:
-            raise LoweringError(f"'{key}' must be known at conversion time (WebNN graphs are static)")
-        return v
+    @staticmethod
+    def const_param(op: Op, key: str) -> Any:
+        return required_param(op, key, " (WebNN graphs are static)")
 
 
 class _Unavailable(Exception):

@@ -9,14 +9,9 @@ import numpy as np
 
 from ...ir.builder import Builder
 from ...ir.core import Op, Value
-from ...ir.opdef import InferArgs
+from ...ir.opdef import param
 from ...ir.types import TensorType, is_static_dim
 from ..rewrite import Match
-
-
-def param(op: Op, key: str) -> Any:
-    """The compile-time value of ``op``'s input ``key``, or its default (None when neither is known)."""
-    return InferArgs(op.opdef, op).value(key)
 
 
 def flag(op: Op, key: str) -> bool:
