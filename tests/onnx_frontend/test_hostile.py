@@ -105,3 +105,25 @@ def test_a_name_that_is_not_utf8_is_a_format_error(where):
         load_onnx(bad)
     assert e.value.file == "<bytes>"
     assert {"input": "graph.", "node": "node[0].name", "op_type": "node[1].op_type"}[where] in str(e.value)
+
+
+def test_a_huge_declared_dim_is_not_unrolled():
+    """Found by the ONNX fuzzer (seed 202156): SplitToSequence without split makes one item per
+    element of the axis; a declared dim of 2^32 - 1 made the converter build a list of that many
+    (MemoryError). Now it is refused before anything is made."""
+    g = h.make_graph([h.make_node("SplitToSequence", ["x"], ["s"], axis=0),
+                      h.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [2**32 - 1, 2])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(UnsupportedError, match="4294967295 would be unrolled"):
+        load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+
+
+def test_a_constant_table_the_size_of_a_huge_declared_dim_is_refused_before_it_is_made():
+    """Blocked DequantizeLinear expands its scales with a gather of i // block_size for every i
+    along the axis: that index table is refused past the tensor limit, not allocated."""
+    g = h.make_graph([h.make_node("DequantizeLinear", ["x", "s"], ["y"], axis=0, block_size=4)], "g",
+                     [h.make_tensor_value_info("x", T.INT8, [2**30]), h.make_tensor_value_info("s", T.FLOAT, [2**28])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(UnsupportedError, match="over the 256 MiB tensor limit"):
+        load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 21)]))

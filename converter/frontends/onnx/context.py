@@ -38,6 +38,7 @@ from ...ir.builder import Builder
 from ...ir.consteval import compile_time_value
 from ...ir.core import Value
 from ...ir.opdef import get_opdef
+from ...limits import DEFAULT_MAX_TENSOR_BYTES, MAX_UNROLLED_OPS
 
 #: ONNX element type -> the IR dtype holding it (None: no IR dtype can hold it).
 IR_DTYPE: dict[int, str | None] = {
@@ -292,6 +293,26 @@ class Ctx:
         if val is None:
             raise self.format_error(f"attribute '{name}' is required")
         return val
+
+    # -- bounds on what a mapping makes from declared sizes -----------------------------------------
+
+    def check_unrolled(self, count: int, what: str) -> int:
+        """``count`` when a mapping may make that many ops or sequence items (one per element of
+        a declared dim, say); an `UnsupportedError` past `limits.MAX_UNROLLED_OPS`: a hostile
+        file declaring a dim of 2^32 must not make the converter build 2^32 ops."""
+        if count > MAX_UNROLLED_OPS:
+            raise self.unsupported(f"{what}: {count} would be unrolled into as many ops (at most "
+                                   f"{MAX_UNROLLED_OPS}, converter.limits.MAX_UNROLLED_OPS)")
+        return count
+
+    def arange(self, n: int, what: str) -> np.ndarray:
+        """``np.arange(n)`` as int32, for a constant table the size of a declared dim (positions,
+        indices); an `UnsupportedError` when it would exceed the interpreter's default tensor
+        limit, before anything is allocated."""
+        if n * 4 > DEFAULT_MAX_TENSOR_BYTES:
+            raise self.unsupported(f"{what} would be a constant of {n} elements (over the "
+                                   f"{DEFAULT_MAX_TENSOR_BYTES >> 20} MiB tensor limit)")
+        return np.arange(n, dtype=np.int32)
 
     # -- errors ------------------------------------------------------------------------------------
 

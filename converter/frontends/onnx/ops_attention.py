@@ -195,7 +195,7 @@ def attention(ctx: Ctx, node: Node) -> list[Value | None]:
             offset = 0
         _position_bias(ctx, bias, int(sq), int(skv), offset, causal, left, right)
     if nonpad is not None:
-        keys = b.const(np.arange(int(skv), dtype=np.int32))
+        keys = b.const(ctx.arange(int(skv), "the key positions"))
         valid = b.less(x=keys, y=b.reshape(x=nonpad, shape=np.asarray([-1, 1], np.int32)))
         bias.add_runtime(b.reshape(x=_where_bias(ctx, valid, q), shape=np.asarray([-1, 1, 1, int(skv)], np.int32)))
 

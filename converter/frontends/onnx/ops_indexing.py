@@ -212,7 +212,7 @@ def tensor_scatter(ctx: Ctx, node: Node) -> list[Value]:
         raise ctx.unsupported("the update's sequence length must be known at conversion time")
     shape = [1] * rank
     shape[axis] = int(seq)
-    pos = b.const(np.arange(int(seq), dtype=np.int32).reshape(shape))
+    pos = b.const(ctx.arange(int(seq), "the update's positions").reshape(shape))
     if ctx.has(2):
         start = b.reshape(x=_index_input(ctx, 2), shape=[-1] + [1] * (rank - 1))
         pos = b.add(x=pos, y=start)
@@ -497,7 +497,7 @@ def _unique_rows(ctx: Ctx, x: Value, axis: int) -> tuple[Value, Value, Value]:
     if m > UNIQUE_MAX_SLICE:
         raise ctx.unsupported(f"Unique of slices of {m} elements (at most {UNIQUE_MAX_SLICE})")
     rows = b.reshape(x=b.transpose(x=x, perm=[axis] + [k for k in range(rank) if k != axis]), shape=[int(shape[axis]), m])
-    order = b.const(np.arange(int(shape[axis]), dtype=np.int32))
+    order = b.const(ctx.arange(int(shape[axis]), "the slices' order"))
     for col in range(m - 1, -1, -1):
         key = b.gather(x=b.gather(x=rows, indices=np.int32(col), axis=1), indices=order, axis=0)
         order = b.gather(x=order, indices=b.argsort(x=key, axis=0, ascending=True), axis=0)

@@ -84,7 +84,7 @@ def quant_param(ctx: Ctx, i: int, x: Value, axis: int, block_size: int) -> Value
     n = x.type.shape[axis]
     if not is_static_dim(n):
         raise ctx.unsupported("blocked quantization needs the size of the blocked axis at conversion time")
-    idx = (np.arange(int(n)) // block_size).astype(np.int32)
+    idx = (ctx.arange(int(n), "the block index of each element").astype(np.int64) // block_size).astype(np.int32)
     return b.gather(x=p, indices=idx, axis=axis)
 
 

@@ -207,22 +207,26 @@ def split_to_sequence(ctx: Ctx, node: Node) -> list[Sequence]:
             raise ctx.unsupported("split sizes known only at run time, and not how many")
         ends = b.cumsum(x=sizes_v, axis=0)
         starts = b.sub(x=ends, y=sizes_v)
+        count = ctx.check_unrolled(int(count), "split into a sequence")
         items = [_slice_axis(ctx, x, axis, b.gather(x=starts, indices=np.int32(k), axis=0),
-                             b.gather(x=ends, indices=np.int32(k), axis=0)) for k in range(int(count))]
+                             b.gather(x=ends, indices=np.int32(k), axis=0)) for k in range(count)]
         return [Sequence(list(items), ctx.input_elem_type(0))]
     if not is_static_dim(dim):
         raise ctx.unsupported("the split axis must have a size known at conversion time")
     dim = int(dim)
     if split is None:
-        sizes, keep = [1] * dim, bool(int(ctx.attr("keepdims", 1)))
+        sizes, keep = [1] * ctx.check_unrolled(dim, "split into a sequence of one item per element"), bool(
+            int(ctx.attr("keepdims", 1)))
     else:
         s = np.asarray(split).reshape(-1) if np.ndim(split) else None
         if s is None:  # a scalar: equal chunks, the last one smaller
             step = int(split)
             if step < 1:
                 raise ctx.format_error(f"split must be positive, got {step}")
+            ctx.check_unrolled(-(-dim // step), "split into a sequence")
             sizes = [min(step, dim - k) for k in range(0, dim, step)]
         else:
+            ctx.check_unrolled(s.size, "split into a sequence")
             sizes = [int(v) for v in s]
         keep = True
         if sum(sizes) != dim or any(v < 0 for v in sizes):
