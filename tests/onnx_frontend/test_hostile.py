@@ -110,12 +110,13 @@ def test_a_name_that_is_not_utf8_is_a_format_error(where):
 def test_a_huge_declared_dim_is_not_unrolled():
     """Found by the ONNX fuzzer (seed 202156): SplitToSequence without split makes one item per
     element of the axis; a declared dim of 2^32 - 1 made the converter build a list of that many
-    (MemoryError). Now it is refused before anything is made."""
+    (MemoryError). Such a dim is now refused when read; one within the IR's limit (2^31 - 1) is
+    refused before anything is unrolled."""
     g = h.make_graph([h.make_node("SplitToSequence", ["x"], ["s"], axis=0),
                       h.make_node("ConcatFromSequence", ["s"], ["y"], axis=0)], "g",
-                     [h.make_tensor_value_info("x", T.FLOAT, [2**32 - 1, 2])],
+                     [h.make_tensor_value_info("x", T.FLOAT, [2**31 - 1, 2])],
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
-    with pytest.raises(UnsupportedError, match="4294967295 would be unrolled"):
+    with pytest.raises(UnsupportedError, match="2147483647 would be unrolled"):
         load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
 
 
@@ -127,3 +128,21 @@ def test_a_constant_table_the_size_of_a_huge_declared_dim_is_refused_before_it_i
                      [h.make_tensor_value_info("y", T.FLOAT, None)])
     with pytest.raises(UnsupportedError, match="over the 256 MiB tensor limit"):
         load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 21)]))
+
+
+@pytest.mark.parametrize("length, error, match", [
+    (2**63 - 1, FormatError, "declares a dimension of 9223372036854775807"),
+    (2**31 - 1, UnsupportedError, "declares 2147483647 entries, so a rank over 32"),
+])
+def test_sizes_onnx_shape_inference_would_allocate_for_are_refused_first(length, error, match):
+    """Found by the ONNX fuzzer (seed 301058): Expand's shape operand declared with 2^63 - 1
+    entries made onnx's own shape inference allocate a result of that rank (std::bad_alloc past
+    1 GiB). Declared dims over 2^31 - 1, and shape-like operands longer than a rank can be, are
+    refused before inference runs."""
+    g = h.make_graph([h.make_node("Expand", ["x", "shape"], ["y"])], "g",
+                     [h.make_tensor_value_info("x", T.FLOAT, [1, 3, 1]),
+                      h.make_tensor_value_info("shape", T.INT64, [length])],
+                     [h.make_tensor_value_info("y", T.FLOAT, None)])
+    with pytest.raises(error, match=match) as e:
+        load_onnx(h.make_model(g, opset_imports=[h.make_opsetid("", 17)]))
+    assert e.value.file == "<ModelProto>"

@@ -25,6 +25,7 @@ from google.protobuf.message import DecodeError
 from onnx import TensorProto, helper, numpy_helper
 
 from ...errors import FormatError, UnsupportedError
+from ...limits import MAX_DIMENSION, MAX_RANK
 
 #: Initializers up to this size stay in the model given to shape inference (its data propagation
 #: reads shape-like constants); larger ones are declared as typed inputs.
@@ -239,6 +240,7 @@ def inferred_types(src: ModelSource) -> onnx.GraphProto:
             g.initializer.append(t)
         elif t.name not in inputs:
             g.input.append(helper.make_tensor_value_info(t.name, t.data_type, list(t.dims)))
+    _check_declared_sizes(slim.graph, src.label)
     try:
         inferred = onnx.shape_inference.infer_shapes(slim, check_type=True, strict_mode=True, data_prop=True)
     except (onnx.shape_inference.InferenceError, onnx.checker.ValidationError) as e:
@@ -247,6 +249,43 @@ def inferred_types(src: ModelSource) -> onnx.GraphProto:
     except Exception as e:  # noqa: BLE001 - onnx's C++ layer raises plain RuntimeError/ValueError too
         raise FormatError(f"ONNX shape inference failed: {type(e).__name__}: {e}", file=src.label) from None
     return inferred.graph
+
+
+#: Operands whose length onnx's shape inference turns into a rank (a result of that many dims),
+#: by op type and operand index: Expand's shape, Unsqueeze's axes, Pad's pads ...
+SHAPE_OPERANDS: dict[str, tuple[int, ...]] = {
+    "Expand": (1,), "Reshape": (1,), "ConstantOfShape": (0,), "Unsqueeze": (1,), "Squeeze": (1,), "Tile": (1,),
+    "Resize": (1, 2, 3), "Upsample": (1,), "Pad": (1,), "Slice": (1, 2, 3, 4), "CenterCropPad": (1,),
+}
+
+
+def _check_declared_sizes(graph: onnx.GraphProto, label: str) -> None:
+    """Refuse, before onnx's shape inference sees them, sizes it would allocate for: a declared
+    dim over `limits.MAX_DIMENSION` anywhere, and a declared length over twice `limits.MAX_RANK`
+    of an operand whose length becomes a rank (``Expand``'s shape of declared length 2^63 - 1 made
+    onnx's C++ inference run out of memory; found by fuzzing). The IR refuses such shapes anyway."""
+    declared: dict[str, list[int]] = {}
+    for what, vis in (("input", graph.input), ("output", graph.output), ("value", graph.value_info)):
+        for vi in vis:
+            dims = vi.type.tensor_type.shape.dim if vi.type.HasField("tensor_type") else ()
+            sizes = [d.dim_value for d in dims if d.HasField("dim_value")]
+            bad = next((d for d in sizes if not 0 <= d <= MAX_DIMENSION), None)
+            if bad is not None:
+                raise FormatError(f"{what} '{vi.name}' declares a dimension of {bad} (at most {MAX_DIMENSION})", file=label)
+            if len(dims) == 1 and len(sizes) == 1:
+                declared[vi.name] = sizes
+    for t in graph.initializer:
+        bad = next((d for d in t.dims if not 0 <= d <= MAX_DIMENSION), None)
+        if bad is not None:
+            raise FormatError(f"initializer '{t.name}' has a dimension of {bad} (at most {MAX_DIMENSION})", file=label)
+        if len(t.dims) == 1:
+            declared[t.name] = list(t.dims)
+    for n in graph.node:
+        for i in SHAPE_OPERANDS.get(n.op_type, ()):
+            name = n.input[i] if i < len(n.input) else ""
+            if name in declared and declared[name][0] > 2 * MAX_RANK:
+                raise UnsupportedError(f"{n.op_type} '{n.name or n.output[0]}': operand '{name}' declares "
+                                       f"{declared[name][0]} entries, so a rank over {MAX_RANK}", file=label)
 
 
 def external_data_locations(model: onnx.ModelProto) -> list[str]:
