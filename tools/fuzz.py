@@ -9,6 +9,7 @@ or an error that says memory ran out is a finding, printed with its seed and mut
     python tools/fuzz.py --seconds 1800 --start 100000          # a long run, on one core
     python tools/fuzz.py --replay 123456                        # one mutant again, verbosely
     python tools/fuzz.py --pool onnx --seconds 600              # mutants of onnx's own test models
+    python tools/fuzz.py --pool exports --seconds 600           # ... of the shared models written as ONNX
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.hostile.harness import FUZZ_LOOP_LIMIT, FUZZ_TENSOR_BYTES, FUZZ_TIME_LIMIT, Harness, problems  # noqa: E402
-from tests.hostile.mutate import make_mutant, onnx_sources, sources  # noqa: E402
+from tests.hostile.mutate import exported_onnx_sources, make_mutant, onnx_sources, sources  # noqa: E402
 
 
 def main() -> int:
@@ -34,11 +35,14 @@ def main() -> int:
     ap.add_argument("--start", type=int, default=0, help="first seed (seeds run in order)")
     ap.add_argument("--save", type=Path, default=None, help="write each finding's mutant into this folder")
     ap.add_argument("--replay", type=int, nargs="*", default=None, help="run just these seeds and show the result")
-    ap.add_argument("--pool", choices=["shared", "onnx"], default="shared",
-                    help="mutate the shared Core ML models (default) or the ONNX models the onnx package ships")
+    ap.add_argument("--pool", choices=["shared", "onnx", "exports"], default="shared",
+                    help="mutate the shared Core ML models (default), the ONNX models the onnx package ships, or "
+                         "the shared models written as ONNX by our backend (exported first, into a temporary folder)")
     args = ap.parse_args()
 
-    pool = sources() if args.pool == "shared" else onnx_sources()
+    exports = tempfile.TemporaryDirectory(prefix="fuzz-exports-")
+    pool = {"shared": sources, "onnx": onnx_sources,
+            "exports": lambda: exported_onnx_sources(Path(exports.name))}[args.pool]()
     counts: collections.Counter[str] = collections.Counter()
     findings = []
     seeds = iter(args.replay) if args.replay is not None else iter(range(args.start, sys.maxsize))

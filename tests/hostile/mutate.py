@@ -66,10 +66,32 @@ def onnx_sources() -> list[str]:
                   for p in (root / d).glob("*/model.onnx"))
 
 
+def exported_onnx_sources(folder: Path) -> list[str]:
+    """The shared models (but the slow ones) written as ONNX into ``folder`` by our own backend,
+    as absolute paths: larger graphs than onnx's test models, with If/Loop, quantized weights
+    and classifiers. Models the backend refuses are left out."""
+    import warnings
+
+    import converter
+    from converter.errors import ConverterError
+
+    out = []
+    for rel in sources():
+        dst = folder / (rel.replace("/", "__").rsplit(".", 1)[0] + ".onnx")
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                converter.convert(MODELS / rel, to="onnx", out=dst)
+        except ConverterError:
+            continue
+        out.append(str(dst))
+    return out
+
+
 def source_path(source: str) -> Path:
     if source.startswith(ONNX_PREFIX):
         return onnx_data() / source[len(ONNX_PREFIX):]
-    return MODELS / source
+    return MODELS / source  # an absolute path stays itself
 
 
 # -- protobuf wire format ---------------------------------------------------------------------------
@@ -391,6 +413,8 @@ class Mutant:
         """The mutant model below ``folder`` (a package is copied, then its part replaced)."""
         src = source_path(self.source)
         dst = folder / (src.parent.name + ".onnx" if self.source.startswith(ONNX_PREFIX) else src.name)
+        for data in src.parent.glob(src.name + ".data") if src.suffix == ".onnx" else ():
+            shutil.copyfile(data, folder / (dst.name + ".data"))  # external data (not mutated)
         if self.part:
             shutil.copytree(src, dst, copy_function=shutil.copyfile)  # not the shared files' read-only modes
             for p in [dst, *dst.rglob("*")]:
@@ -411,6 +435,6 @@ def make_mutant(seed: int, pool: list[str] | None = None) -> Mutant:
         part = rng.choice([p for p in PACKAGE_PARTS if (src / p).is_file()])
     raw = (src / part).read_bytes() if part else src.read_bytes()
     kind = ("json" if part.endswith(".json") else "blob" if part.endswith(".bin")
-            else "onnx" if source.startswith(ONNX_PREFIX) else "proto")
+            else "onnx" if source.startswith(ONNX_PREFIX) or source.endswith(".onnx") else "proto")
     data, steps = mutate(raw, kind, rng)
     return Mutant(seed, source, part, steps, data)
