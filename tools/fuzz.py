@@ -10,6 +10,7 @@ or an error that says memory ran out is a finding, printed with its seed and mut
     python tools/fuzz.py --replay 123456                        # one mutant again, verbosely
     python tools/fuzz.py --pool onnx --seconds 600              # mutants of onnx's own test models
     python tools/fuzz.py --pool exports --seconds 600           # ... of the shared models written as ONNX
+    python tools/fuzz.py --inspect --seconds 600                # also `converter inspect` (text and --json)
 """
 
 from __future__ import annotations
@@ -38,6 +39,8 @@ def main() -> int:
     ap.add_argument("--pool", choices=["shared", "onnx", "exports"], default="shared",
                     help="mutate the shared Core ML models (default), the ONNX models the onnx package ships, or "
                          "the shared models written as ONNX by our backend (exported first, into a temporary folder)")
+    ap.add_argument("--inspect", action="store_true",
+                    help="also run `converter inspect` and `inspect --json` on each mutant (exit 0 or one error line)")
     args = ap.parse_args()
 
     exports = tempfile.TemporaryDirectory(prefix="fuzz-exports-")
@@ -59,12 +62,22 @@ def main() -> int:
                           tensor_limit=FUZZ_TENSOR_BYTES)
             key = r.outcome if r.outcome != "error" else f"error at {r.step}: {r.error_type}"
             counts[key] += 1
+            results = [("convert --check", r)]
+            if args.inspect:
+                results += [(" ".join(cmd[:-1]), h.cli(*cmd, time_limit=FUZZ_TIME_LIMIT))
+                            for cmd in (["inspect", path], ["inspect", "--json", path])]
+                for what, ri in results[1:]:
+                    counts[f"{what}: {ri.outcome}"] += 1
             if args.replay is not None:
                 print(m.describe())
-                print("  ", r.describe())
-            if problems(r):
-                findings.append((m.describe(), r.describe()))
-                print(f"FINDING {m.describe()}\n    {r.describe()[:2000]}", flush=True)
+                for what, ri in results:
+                    print("  ", what, ri.describe())
+            wrong = [(what, ri) for what, ri in results if problems(ri)]
+            if wrong:
+                findings.append((m.describe(), [ri.describe() for _, ri in wrong]))
+                for what, ri in wrong:
+                    print(f"FINDING {m.describe()} ({what})\n    {'; '.join(problems(ri))}: {ri.describe()[:2000]}",
+                          flush=True)
                 if args.save is not None:
                     dst = args.save / str(seed)
                     dst.mkdir(parents=True, exist_ok=True)
@@ -72,7 +85,7 @@ def main() -> int:
             shutil.rmtree(folder, ignore_errors=True)
             if n % 1000 == 999:
                 print(f"... {n + 1} mutants (seeds {args.start}..{seed}), {len(findings)} findings", flush=True)
-    total = sum(counts.values())
+    total = sum(v for k, v in counts.items() if not k.startswith("inspect"))  # one convert --check per mutant
     print(f"{total} mutants, {len(findings)} findings")
     for k, v in counts.most_common():
         print(f"  {v:7}  {k}")
