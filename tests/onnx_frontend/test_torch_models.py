@@ -161,18 +161,23 @@ def _randomize_batch_norms(module: nn.Module) -> None:
             m.bias.data.copy_(torch.randn(m.num_features, generator=g) * 0.1)
 
 
-@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
-@pytest.mark.parametrize("name", list(MODELS))
-def test_torch_export_converts_to_mlpackage(name: str, dynamo: bool, tmp_path: Path) -> None:
+def exported_case(name: str, dynamo: bool = False) -> tuple[nn.Module, torch.Tensor, onnx.ModelProto, dict, np.ndarray]:
+    """Model ``name`` of `MODELS` (batch norms randomized), exported to ONNX: (module, example input,
+    ONNX model, feeds by input name, onnxruntime's output on the ONNX model: the oracle)."""
     make, example_fn = MODELS[name]
     module = make()
     _randomize_batch_norms(module)
     example = example_fn()
     model = _export(module, example, dynamo)
     feeds = {model.graph.input[0].name: example.numpy()}
-
     session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
-    want = session.run(None, feeds)[0]
+    return module, example, model, feeds, session.run(None, feeds)[0]
+
+
+@pytest.mark.parametrize("dynamo", [False, True], ids=["torchscript", "dynamo"])
+@pytest.mark.parametrize("name", list(MODELS))
+def test_torch_export_converts_to_mlpackage(name: str, dynamo: bool, tmp_path: Path) -> None:
+    module, example, model, feeds, want = exported_case(name, dynamo)
     with torch.no_grad():
         np.testing.assert_allclose(want, module(example).numpy(), rtol=1e-4, atol=1e-5)  # the export itself
 

@@ -8,24 +8,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import converter
 from converter.ir.interpreter import run
 
-from .test_torch_models import MODELS, _export, _randomize_batch_norms
+from .test_torch_models import MODELS, exported_case
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_torch_export_converts_to_neuralnetwork(name: str, tmp_path: Path) -> None:
-    make, example_fn = MODELS[name]
-    module = make()
-    _randomize_batch_norms(module)
-    example = example_fn()
-    model = _export(module, example, dynamo=False)
-    feeds = {model.graph.input[0].name: example.numpy()}
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    _, _, model, feeds, want = exported_case(name)
 
     out = tmp_path / f"{name}.mlmodel"
     converter.convert(model, to="neuralnetwork", out=out)

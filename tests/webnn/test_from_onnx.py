@@ -7,24 +7,17 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-import onnxruntime as ort
 import pytest
 
 import converter
 
-from ..onnx_frontend.test_torch_models import MODELS, _export, _randomize_batch_norms
+from ..onnx_frontend.test_torch_models import MODELS, exported_case
 from .browser_client import DTYPES, WebnnBrowser, module_features
 
 
 @pytest.mark.parametrize("name", list(MODELS))
 def test_torch_export_runs_as_webnn_in_the_browser(name: str, tmp_path: Path, webnn_browser: WebnnBrowser) -> None:
-    make, example_fn = MODELS[name]
-    module = make()
-    _randomize_batch_norms(module)
-    example = example_fn()
-    model = _export(module, example, dynamo=False)
-    feeds = {model.graph.input[0].name: example.numpy()}
-    want = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    _, _, model, feeds, want = exported_case(name)
 
     folder = tmp_path / name
     converter.convert(model, to="webnn", out=folder)
