@@ -598,8 +598,7 @@ class BlobWriter:
     def _rollback(self, end: int) -> None:
         """Undo a partly written blob, or give up on the file if even that fails."""
         try:
-            os.ftruncate(self._fd, end)
-            self._reserve.reserved = min(self._reserve.reserved, end)
+            self._reserve.cut(end)
         except BaseException:
             self.abort()
             raise

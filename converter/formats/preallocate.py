@@ -63,5 +63,9 @@ class Preallocator:
     def trim(self, end: int) -> None:
         """Cut the file back to ``end`` (the data written) when more was reserved."""
         if self.reserved > end:
-            os.ftruncate(self.fd, end)
-            self.reserved = end
+            self.cut(end)
+
+    def cut(self, end: int) -> None:
+        """Cut the file to ``end`` (a writer undoing what it wrote past it); nothing stays reserved beyond."""
+        os.ftruncate(self.fd, end)
+        self.reserved = min(self.reserved, end)

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import mmap
 import os
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,17 +89,24 @@ def _checked(src: ModelSource) -> ModelSource:
 
 def _first_non_text(msg: Any, path: str) -> str | None:
     """The path of the first string field of ``msg`` (nested messages included) holding bytes."""
-    for fd, val in msg.ListFields():
+    for where, fd, values in _set_fields(msg, path):
         if fd.type == fd.TYPE_STRING:
-            for i, x in enumerate(val if _repeated(fd) else (val,)):
+            for i, x in enumerate(values):
                 if not isinstance(x, str):
-                    return f"{path}.{fd.name}" + (f"[{i}]" if _repeated(fd) else "")
-        elif fd.type == fd.TYPE_MESSAGE:
-            for i, sub in enumerate(val if _repeated(fd) else (val,)):
-                found = _first_non_text(sub, f"{path}.{fd.name}" + (f"[{i}]" if _repeated(fd) else ""))
-                if found is not None:
-                    return found
+                    return where + (f"[{i}]" if _repeated(fd) else "")
     return None
+
+
+def _set_fields(msg: Any, path: str) -> Iterator[tuple[str, Any, Sequence[Any]]]:
+    """(path, descriptor, values) of every set field of ``msg`` and of the messages nested in it,
+    depth first; a singular field's value as a one-element list."""
+    for fd, val in msg.ListFields():
+        where = f"{path}.{fd.name}"
+        values = val if _repeated(fd) else (val,)
+        yield where, fd, values
+        if fd.type == fd.TYPE_MESSAGE:
+            for i, sub in enumerate(values):
+                yield from _set_fields(sub, where + (f"[{i}]" if _repeated(fd) else ""))
 
 
 def _repeated(fd: Any) -> bool:
@@ -292,39 +300,9 @@ def external_data_locations(model: onnx.ModelProto) -> list[str]:
     """Every external data file the model's tensors name (their ``location``, sorted, each once),
     wherever the tensors are: initializers, sparse initializers, tensor attributes, subgraphs and
     functions. A migration's fingerprint counts these files too."""
-    found: set[str] = set()
+    return sorted({e.value for _, fd, values in _set_fields(model, "model") if fd.message_type is _TENSOR
+                   for t in values if t.data_location == TensorProto.EXTERNAL
+                   for e in t.external_data if e.key == "location" and e.value})
 
-    def tensor(t: onnx.TensorProto) -> None:
-        if t.data_location == TensorProto.EXTERNAL:
-            found.update(e.value for e in t.external_data if e.key == "location" and e.value)
 
-    def nodes(ns: Any) -> None:
-        for n in ns:
-            for a in n.attribute:
-                if a.HasField("t"):
-                    tensor(a.t)
-                if a.HasField("sparse_tensor"):
-                    tensor(a.sparse_tensor.values)
-                    tensor(a.sparse_tensor.indices)
-                for t in a.tensors:
-                    tensor(t)
-                for s in a.sparse_tensors:
-                    tensor(s.values)
-                    tensor(s.indices)
-                if a.HasField("g"):
-                    graph(a.g)
-                for g in a.graphs:
-                    graph(g)
-
-    def graph(g: onnx.GraphProto) -> None:
-        for t in g.initializer:
-            tensor(t)
-        for s in g.sparse_initializer:
-            tensor(s.values)
-            tensor(s.indices)
-        nodes(g.node)
-
-    graph(model.graph)
-    for f in model.functions:
-        nodes(f.node)
-    return sorted(found)
+_TENSOR = TensorProto.DESCRIPTOR

@@ -215,8 +215,8 @@ def split_to_sequence(ctx: Ctx, node: Node) -> list[Sequence]:
         raise ctx.unsupported("the split axis must have a size known at conversion time")
     dim = int(dim)
     if split is None:
-        sizes, keep = [1] * ctx.check_unrolled(dim, "split into a sequence of one item per element"), bool(
-            int(ctx.attr("keepdims", 1)))
+        sizes = [1] * ctx.check_unrolled(dim, "split into a sequence of one item per element")
+        keep = bool(int(ctx.attr("keepdims", 1)))
     else:
         s = np.asarray(split).reshape(-1) if np.ndim(split) else None
         if s is None:  # a scalar: equal chunks, the last one smaller
